@@ -1,0 +1,1 @@
+"""The worker deployable of jobs."""

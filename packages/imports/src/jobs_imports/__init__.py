@@ -1,0 +1,1 @@
+"""The Imports module: CSV imports with DuckDB and map_reconcile."""

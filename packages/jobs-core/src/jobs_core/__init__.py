@@ -1,0 +1,86 @@
+"""jobs-core: the pure domain of the jobs system.
+
+It imports nothing outside the standard library: no SQL, no HTTP, no dependency injection.
+"""
+
+from jobs_core.clock import FakeClock, SystemClock, uuid7
+from jobs_core.context import JobContext
+from jobs_core.domain import (
+    ACTIVE,
+    FINISHED,
+    MAX_ATTEMPTS_EXCEEDED,
+    AttemptRef,
+    Cancelled,
+    DedupScope,
+    Done,
+    Failed,
+    Job,
+    NewJob,
+    Outcome,
+    Requeue,
+    Status,
+)
+from jobs_core.errors import (
+    DedupConflict,
+    DuplicateJobType,
+    InvalidTransition,
+    JobCancelled,
+    JobNotFound,
+    JobsError,
+    JobTimeout,
+    PayloadInvalid,
+    StoreUnavailable,
+    UnknownJobType,
+)
+from jobs_core.memory import InMemoryJobStore, InMemoryWakeup
+from jobs_core.ports import Clock, JobFilter, JobStore, Wakeup
+from jobs_core.registry import Handler, JobType, PayloadSchema, Registry
+from jobs_core.retry import RetryPolicy, constant, exponential, jitter
+from jobs_core.service import Enqueued, JobService, SweepReport
+
+__all__ = [
+    "ACTIVE",
+    "FINISHED",
+    "MAX_ATTEMPTS_EXCEEDED",
+    "AttemptRef",
+    "Cancelled",
+    "Clock",
+    "DedupConflict",
+    "DedupScope",
+    "Done",
+    "DuplicateJobType",
+    "Enqueued",
+    "Failed",
+    "FakeClock",
+    "Handler",
+    "InMemoryJobStore",
+    "InMemoryWakeup",
+    "InvalidTransition",
+    "Job",
+    "JobCancelled",
+    "JobContext",
+    "JobFilter",
+    "JobNotFound",
+    "JobService",
+    "JobStore",
+    "JobTimeout",
+    "JobType",
+    "JobsError",
+    "NewJob",
+    "Outcome",
+    "PayloadInvalid",
+    "PayloadSchema",
+    "Registry",
+    "Requeue",
+    "RetryPolicy",
+    "Status",
+    "StoreUnavailable",
+    "SweepReport",
+    "SystemClock",
+    "UnknownJobType",
+    "Wakeup",
+    "constant",
+    "exponential",
+    "jitter",
+    "uuid7",
+]

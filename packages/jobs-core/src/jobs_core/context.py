@@ -1,0 +1,118 @@
+"""What a handler receives: its job, its payload, progress reporting and cancellation."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from jobs_core.domain import Job
+from jobs_core.errors import JobCancelled
+
+ProgressSink = Callable[[Mapping[str, Any]], bool]
+"""Writes a progress document for the running attempt; False when the attempt lost its lease."""
+
+
+class JobContext:
+    """The handler's view of its running job.
+
+    ``report_progress`` is throttled (one write per ``progress_interval_s`` at most, unless
+    ``force=True``) so a handler may call it per row without writing per row. ``checkpoint`` is
+    the progress the job had when this attempt was claimed: what a resumable handler reads back
+    after a crash. Cancellation is cooperative: the worker sets it, the handler checks
+    ``cancelled`` or calls ``raise_if_cancelled()`` between steps.
+    """
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        progress_sink: ProgressSink,
+        now: Callable[[], datetime],
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
+        progress_interval_s: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.job = job
+        self.checkpoint: Mapping[str, Any] | None = job.progress
+        self.logger = logger or logging.getLogger(f"jobs.handler.{job.type}")
+        self._sink = progress_sink
+        self._now = now
+        self._interval = progress_interval_s
+        self._monotonic = monotonic
+        self._last_write: float | None = None
+        self._cancel = threading.Event()
+        self._cancel_reason = ""
+        self._lock = threading.Lock()
+
+    @property
+    def payload(self) -> Mapping[str, Any]:
+        """The job's arguments."""
+        return self.job.payload
+
+    @property
+    def attempt(self) -> int:
+        """1 for the first attempt."""
+        return self.job.attempts
+
+    def report_progress(
+        self,
+        done: int | float | None = None,
+        total: int | float | None = None,
+        *,
+        force: bool = False,
+        **extra: Any,
+    ) -> bool:
+        """Record progress (``done``/``total`` and any checkpoint keys); True if it was written.
+
+        Writes are skipped while the previous one is younger than the throttle interval, unless
+        ``force`` (use it for a checkpoint that must be durable). Losing the lease (the job was
+        swept and claimed by another worker) marks this attempt cancelled.
+        """
+        with self._lock:
+            tick = self._monotonic()
+            if (
+                not force
+                and self._last_write is not None
+                and tick - self._last_write < self._interval
+            ):
+                return False
+            self._last_write = tick
+        document: dict[str, Any] = dict(extra)
+        if done is not None:
+            document["done"] = done
+        if total is not None:
+            document["total"] = total
+        document["updated_at"] = self._now().isoformat()
+        if not self._sink(document):
+            self.cancel("lease lost: the job was swept and taken by another attempt")
+            return False
+        return True
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancellation was requested (or the attempt lost its lease, or timed out)."""
+        return self._cancel.is_set()
+
+    @property
+    def cancel_reason(self) -> str:
+        """Why the attempt was asked to stop."""
+        return self._cancel_reason
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`JobCancelled` if the job should stop now."""
+        if self._cancel.is_set():
+            raise JobCancelled(self._cancel_reason or None)
+
+    def wait_cancelled(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds, waking early on cancellation; True if cancelled."""
+        return self._cancel.wait(timeout)
+
+    def cancel(self, reason: str = "cancellation requested") -> None:
+        """Ask the handler to stop (called by the worker)."""
+        if not self._cancel.is_set():
+            self._cancel_reason = reason
+            self._cancel.set()

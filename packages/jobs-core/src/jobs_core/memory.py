@@ -1,0 +1,292 @@
+"""The in-memory adapter: a first-class :class:`~jobs_core.ports.JobStore`, not a mock.
+
+It applies the pure transitions of :mod:`jobs_core.domain` under one lock, so it has the same
+semantics as the PostgreSQL store (the contract suite runs against both). Module authors use it
+in their own tests; it is inspectable (``jobs``) and resettable (``reset()``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from jobs_core import domain
+from jobs_core.clock import uuid7
+from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
+from jobs_core.errors import DedupConflict, InvalidTransition
+from jobs_core.ports import JobFilter
+
+
+class InMemoryJobStore:
+    """A thread-safe job store held in a dict."""
+
+    def __init__(self, id_factory: Callable[[], uuid.UUID] = uuid7) -> None:
+        self._jobs: dict[uuid.UUID, Job] = {}
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._generation = 0
+        self._new_id = id_factory
+
+    # -- inspection ---------------------------------------------------------------------------
+    @property
+    def jobs(self) -> list[Job]:
+        """Every job, oldest first."""
+        with self._lock:
+            return sorted(self._jobs.values(), key=_queue_order)
+
+    def reset(self) -> None:
+        """Forget every job."""
+        with self._lock:
+            self._jobs.clear()
+
+    def wait_for_change(self, generation: int, timeout: float) -> int:
+        """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._generation != generation, timeout)
+            return self._generation
+
+    @property
+    def generation(self) -> int:
+        """A counter bumped each time work becomes available."""
+        with self._lock:
+            return self._generation
+
+    def _work_available(self) -> None:
+        self._generation += 1
+        self._changed.notify_all()
+
+    # -- enqueue ------------------------------------------------------------------------------
+    def _key_holder(self, org_id: str, key: str) -> Job | None:
+        for job in self._jobs.values():
+            if job.dedup_key == key and job.org_id == org_id:
+                return job
+        return None
+
+    def insert(self, new: NewJob, now: datetime) -> Job | None:
+        """Insert a queued job; None if its dedup key is held."""
+        with self._lock:
+            if new.dedup_key is not None and self._key_holder(new.org_id, new.dedup_key):
+                return None
+            job = domain.new_job(_copied(new), self._new_id(), now)
+            self._jobs[job.id] = job
+            self._work_available()
+            return job
+
+    def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
+        """Insert many jobs; those whose key is held are skipped."""
+        with self._lock:
+            return [job for spec in new if (job := self.insert(spec, now)) is not None]
+
+    def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
+        """The org's job holding ``dedup_key``."""
+        with self._lock:
+            return self._key_holder(org_id, dedup_key)
+
+    # -- worker -------------------------------------------------------------------------------
+    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
+        """Take up to ``limit`` due queued jobs (of ``types``, if given), oldest first."""
+        if limit <= 0:
+            return []
+        wanted = None if types is None else frozenset(types)
+        with self._lock:
+            due = sorted(
+                (
+                    j
+                    for j in self._jobs.values()
+                    if j.status is Status.QUEUED
+                    and j.run_at <= now
+                    and (wanted is None or j.type in wanted)
+                ),
+                key=_queue_order,
+            )[:limit]
+            claimed = []
+            for job in due:
+                running = domain.claim(job, uuid.uuid4(), now)
+                self._jobs[job.id] = running
+                claimed.append(running)
+            return claimed
+
+    def _held(self, ref: AttemptRef) -> Job | None:
+        job = self._jobs.get(ref.job_id)
+        if job is None or job.status is not Status.RUNNING or job.lease != ref.lease:
+            return None
+        return job
+
+    def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
+        """Refresh ``progress.updated_at`` of held jobs."""
+        alive = set()
+        with self._lock:
+            for ref in refs:
+                job = self._held(ref)
+                if job is not None:
+                    progress = domain.heartbeat_progress(job.progress, now)
+                    self._jobs[job.id] = _replace(job, progress=progress)
+                    alive.add(job.id)
+        return alive
+
+    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
+        """Replace the progress of a held job."""
+        with self._lock:
+            job = self._held(ref)
+            if job is None:
+                return False
+            document = domain.heartbeat_progress(copy.deepcopy(progress), now)
+            self._jobs[job.id] = _replace(job, progress=document)
+            return True
+
+    def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """Held jobs whose cancellation was requested."""
+        with self._lock:
+            return {
+                job.id
+                for ref in refs
+                if (job := self._held(ref)) is not None and job.cancel_requested_at is not None
+            }
+
+    def finish(
+        self,
+        ref: AttemptRef,
+        outcome: Outcome,
+        now: datetime,
+        *,
+        stale_before: datetime | None = None,
+    ) -> Job | None:
+        """Apply ``outcome`` to the held attempt."""
+        with self._lock:
+            job = self._held(ref)
+            if job is None:
+                return None
+            if stale_before is not None and not domain.is_stale(job, stale_before):
+                return None
+            finished = domain.finish(job, copy.deepcopy(outcome), now)
+            self._jobs[job.id] = finished
+            if finished.status is Status.QUEUED:
+                self._work_available()
+            return finished
+
+    def finish_many(
+        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
+    ) -> list[Job | None]:
+        """:meth:`finish` for many attempts."""
+        with self._lock:
+            return [self.finish(ref, outcome, now) for ref, outcome in outcomes]
+
+    def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
+        """Running jobs not seen since ``stale_before``."""
+        with self._lock:
+            stale = [j for j in self._jobs.values() if domain.is_stale(j, stale_before)]
+            return sorted(stale, key=_queue_order)[:limit]
+
+    # -- org-scoped ---------------------------------------------------------------------------
+    def _own(self, org_id: str, job_id: uuid.UUID) -> Job | None:
+        job = self._jobs.get(job_id)
+        return job if job is not None and job.org_id == org_id else None
+
+    def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
+        """The org's job."""
+        with self._lock:
+            return self._own(org_id, job_id)
+
+    def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
+        """The org's jobs, newest first."""
+        with self._lock:
+            rows = [
+                j
+                for j in self._jobs.values()
+                if j.org_id == org_id
+                and (query.statuses is None or j.status in query.statuses)
+                and (query.type is None or j.type == query.type)
+                and (query.before is None or (j.created_at, j.id) < query.before)
+            ]
+        rows.sort(key=_queue_order, reverse=True)
+        return rows[: max(0, query.limit)]
+
+    def stats(self, org_id: str) -> dict[Status, int]:
+        """Count per status."""
+        counts = dict.fromkeys(Status, 0)
+        with self._lock:
+            for job in self._jobs.values():
+                if job.org_id == org_id:
+                    counts[job.status] += 1
+        return counts
+
+    def cancel(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
+        """Cancel a queued job, or request cancellation of a running one."""
+        with self._lock:
+            job = self._own(org_id, job_id)
+            if job is None:
+                return None
+            if job.status is Status.QUEUED:
+                updated = domain.cancel_queued(job, now)
+            elif job.status is Status.RUNNING:
+                updated = domain.request_cancel(job, now)
+            else:
+                raise InvalidTransition(job.status, "cancel")
+            self._jobs[job.id] = updated
+            return updated
+
+    def retry(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
+        """Put a failed or cancelled job back in the queue."""
+        with self._lock:
+            job = self._own(org_id, job_id)
+            if job is None:
+                return None
+            retried = domain.retry(job, now)
+            if retried.dedup_key is not None:
+                holder = self._key_holder(org_id, retried.dedup_key)
+                if holder is not None and holder.id != job.id:
+                    raise DedupConflict(
+                        f"dedup key {retried.dedup_key!r} is held by job {holder.id}"
+                    )
+            self._jobs[job.id] = retried
+            self._work_available()
+            return retried
+
+    def delete(self, org_id: str, job_id: uuid.UUID) -> bool:
+        """Delete a finished job."""
+        with self._lock:
+            job = self._own(org_id, job_id)
+            if job is None:
+                return False
+            domain.check_deletable(job)
+            del self._jobs[job.id]
+            return True
+
+
+class InMemoryWakeup:
+    """Wakes a worker when the in-memory store gets new work."""
+
+    def __init__(self, store: InMemoryJobStore) -> None:
+        self._store = store
+        self._seen = store.generation
+        self._closed = False
+
+    def wait(self, timeout: float) -> bool:
+        """Block until new work or ``timeout``."""
+        if self._closed:
+            return False
+        generation = self._store.wait_for_change(self._seen, timeout)
+        woken = generation != self._seen
+        self._seen = generation
+        return woken
+
+    def close(self) -> None:
+        """Stop waiting."""
+        self._closed = True
+
+
+def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
+    return (job.created_at, job.id)
+
+
+def _replace(job: Job, **changes: Any) -> Job:
+    return dataclasses.replace(job, **changes)
+
+
+def _copied(new: NewJob) -> NewJob:
+    return dataclasses.replace(new, payload=copy.deepcopy(dict(new.payload)))

@@ -1,0 +1,164 @@
+"""The job type registry: each module declares its job types here (procrastinate's Blueprint
+idea). An app builds one :class:`Registry` and ``include``s the modules' registries; the worker
+only ever knows the registry."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from jobs_core.context import JobContext
+from jobs_core.domain import DedupScope, Job, NewJob
+from jobs_core.errors import DuplicateJobType, PayloadInvalid, UnknownJobType
+from jobs_core.retry import RetryPolicy
+
+HandlerResult = Mapping[str, Any] | None
+Handler = Callable[[JobContext], HandlerResult | Awaitable[HandlerResult]]
+"""A handler takes the context and returns the job's report (or None); sync or async."""
+
+OnFail = Callable[[Job], object]
+"""Called after every transition of the job to ``failed``; its errors are logged, never raised."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.:-]{0,99}$")
+
+
+class PayloadSchema(Protocol):
+    """Validates a payload for a job type (an app may wrap a pydantic model in one)."""
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The normalized payload, or raise :class:`~jobs_core.errors.PayloadInvalid`."""
+        ...
+
+    def json_schema(self) -> dict[str, Any]:
+        """A JSON Schema of the payload, for documentation."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobType:
+    """Everything a module declares about one kind of job.
+
+    - ``max_attempts``: claims allowed before a zombie is failed for good (spec 000 §2.5);
+    - ``dedup_scope``: when the dedup key is released (see :class:`DedupScope`);
+    - ``on_fail``: the module's hook to make its domain state consistent after a failure;
+    - ``retry``: which errors re-queue with backoff (none by default);
+    - ``timeout_s``: an attempt running longer fails as a timeout;
+    - ``retention_days``: None keeps the rows forever (the default, spec 000 §1);
+    - ``protected``: the rows are domain history: never purged, never deletable;
+    - ``public``: may be enqueued over HTTP by any authenticated org.
+    """
+
+    name: str
+    handler: Handler
+    max_attempts: int = 3
+    dedup_scope: DedupScope = DedupScope.QUEUE
+    on_fail: OnFail | None = None
+    payload_schema: PayloadSchema | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    timeout_s: float | None = None
+    retention_days: int | None = None
+    protected: bool = False
+    public: bool = False
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name):
+            raise ValueError(
+                f"job type name {self.name!r} must match {_NAME.pattern} "
+                "(lowercase, starts with a letter)"
+            )
+        if self.max_attempts < 1:
+            raise ValueError(f"{self.name}: max_attempts must be >= 1")
+        if self.timeout_s is not None and self.timeout_s <= 0:
+            raise ValueError(f"{self.name}: timeout_s must be > 0")
+        if self.retention_days is not None and self.retention_days < 1:
+            raise ValueError(f"{self.name}: retention_days must be >= 1")
+        if self.protected and self.retention_days is not None:
+            raise ValueError(f"{self.name}: a protected type is never purged (no retention_days)")
+
+    def validate_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The payload checked by the type's schema (any JSON object when it has none)."""
+        if payload is None:
+            payload = {}
+        if not isinstance(payload, Mapping):
+            raise PayloadInvalid([{"loc": ["payload"], "msg": "payload must be a JSON object"}])
+        if self.payload_schema is None:
+            return dict(payload)
+        return self.payload_schema.validate(payload)
+
+
+class Registry:
+    """Job types by name. Registering a name twice is an error."""
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+        self._types: dict[str, JobType] = {}
+
+    def register(self, job_type: JobType) -> JobType:
+        """Add a job type; raise :class:`DuplicateJobType` if its name is taken."""
+        if job_type.name in self._types:
+            raise DuplicateJobType(job_type.name)
+        self._types[job_type.name] = job_type
+        return job_type
+
+    def job_type(self, name: str, **declarations: Any) -> Callable[[Handler], Handler]:
+        """Decorator form of :meth:`register`: ``@registry.job_type("noop", public=True)``."""
+
+        def decorate(handler: Handler) -> Handler:
+            self.register(JobType(name=name, handler=handler, **declarations))
+            return handler
+
+        return decorate
+
+    def include(self, other: Registry) -> None:
+        """Add every type of a module's registry."""
+        for job_type in other:
+            self.register(job_type)
+
+    def get(self, name: str) -> JobType:
+        """The type named ``name``, or :class:`UnknownJobType`."""
+        try:
+            return self._types[name]
+        except KeyError:
+            raise UnknownJobType(name) from None
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._types
+
+    def __iter__(self) -> Iterator[JobType]:
+        return iter(list(self._types.values()))
+
+    def __len__(self) -> int:
+        return len(self._types)
+
+    def names(self) -> list[str]:
+        """Registered type names, sorted."""
+        return sorted(self._types)
+
+    def new_job(
+        self,
+        org_id: str,
+        type_name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        dedup_key: str | None = None,
+        run_at: datetime | None = None,
+    ) -> NewJob:
+        """Resolve an enqueue request against the type's declarations (validating the payload)."""
+        if not org_id:
+            raise ValueError("org_id must not be empty")
+        if dedup_key is not None and not dedup_key:
+            raise ValueError("dedup_key must not be empty (use None for no key)")
+        job_type = self.get(type_name)
+        return NewJob(
+            org_id=org_id,
+            type=job_type.name,
+            payload=job_type.validate_payload(payload),
+            dedup_key=dedup_key,
+            dedup_scope=job_type.dedup_scope,
+            max_attempts=job_type.max_attempts,
+            run_at=run_at,
+        )

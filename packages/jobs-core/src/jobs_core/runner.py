@@ -1,0 +1,162 @@
+"""Running one claimed job: call its handler, turn what happened into an :class:`Outcome`.
+
+The worker deployable owns slots, threads and signals; this module owns the rules: an uncaught
+exception is a definitive failure (spec 000), a declared-retryable one re-queues with backoff while
+attempts remain, a timeout fails the attempt, a cancellation ends the job ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import threading
+import traceback
+from collections.abc import Awaitable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from jobs_core.context import JobContext
+from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
+from jobs_core.errors import JobCancelled, JobTimeout
+from jobs_core.registry import HandlerResult, JobType, Registry
+
+log = logging.getLogger("jobs.runner")
+
+ERROR_MAX_CHARS = 500
+_TRACEBACK_MAX_CHARS = 8000
+_CANCEL_POLL_S = 0.05
+
+_thread_loops = threading.local()
+
+
+def execute(job_type: JobType, ctx: JobContext, now: datetime) -> Outcome:
+    """Run the handler of ``ctx.job`` and return the outcome of this attempt.
+
+    ``now`` is read after the handler returns (it is a callable's result at the call site), so
+    backoff counts from the end of the attempt.
+    """
+    try:
+        result = _call(job_type, ctx)
+    except JobCancelled as cancelled:
+        return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
+    except Exception as error:
+        return failure_outcome(job_type, ctx.job, error, now)
+    if result is not None and not isinstance(result, Mapping):
+        return Failed(
+            error=f"handler returned {type(result).__name__}, expected a mapping or None",
+            report={"exception_type": "TypeError"},
+        )
+    return Done(report=dict(result) if result is not None else None)
+
+
+def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: datetime) -> Outcome:
+    """Requeue with backoff if ``error`` is declared retryable and attempts remain, else fail."""
+    short = short_error(error)
+    report = {
+        "exception_type": type(error).__qualname__,
+        "message": str(error)[:_TRACEBACK_MAX_CHARS],
+        "traceback": "".join(traceback.format_exception(error))[-_TRACEBACK_MAX_CHARS:],
+        "attempt": job.attempts,
+    }
+    if job_type.retry.is_retryable(error) and job.attempts < job.max_attempts:
+        delay = job_type.retry.delay_after(job.attempts)
+        report["retry_in_s"] = delay
+        return Requeue(run_at=now + timedelta(seconds=delay), error=short, report=report)
+    return Failed(error=short, report=report)
+
+
+def short_error(error: BaseException) -> str:
+    """A one-line message for the ``error`` column."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    message = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return message[:ERROR_MAX_CHARS]
+
+
+def _call(job_type: JobType, ctx: JobContext) -> HandlerResult:
+    if inspect.iscoroutinefunction(job_type.handler):
+        return _call_async(job_type, ctx)
+    if job_type.timeout_s is None:
+        return _expect_sync(job_type.handler(ctx))
+    return _call_sync_with_timeout(job_type, ctx, job_type.timeout_s)
+
+
+def _expect_sync(result: object) -> HandlerResult:
+    if inspect.isawaitable(result):
+        raise TypeError("a sync handler returned an awaitable; declare it `async def`")
+    return cast(HandlerResult, result)
+
+
+def _call_sync_with_timeout(job_type: JobType, ctx: JobContext, timeout: float) -> HandlerResult:
+    """Run a sync handler in its own thread and stop waiting after ``timeout``.
+
+    Python cannot kill a thread: on timeout the context is cancelled (a cooperative handler stops
+    at its next check) and the attempt is failed now. Handlers that may hang in native code belong
+    in a subprocess.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = job_type.handler(ctx)
+        except BaseException as error:  # handed back to the calling thread
+            box["error"] = error
+
+    thread = threading.Thread(target=target, name=f"job-{ctx.job.id}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        ctx.cancel(f"timed out after {timeout:g} s")
+        raise JobTimeout(f"timed out after {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return _expect_sync(box.get("result"))
+
+
+def _call_async(job_type: JobType, ctx: JobContext) -> HandlerResult:
+    runner: asyncio.Runner | None = getattr(_thread_loops, "runner", None)
+    if runner is None:
+        runner = asyncio.Runner()
+        _thread_loops.runner = runner
+    coroutine = cast(Awaitable[HandlerResult], job_type.handler(ctx))
+    return runner.run(_supervise(coroutine, ctx, job_type.timeout_s))
+
+
+async def _supervise(
+    coroutine: Awaitable[HandlerResult], ctx: JobContext, timeout: float | None
+) -> HandlerResult:
+    """Await the handler; cancel its task on a cancellation request or at the timeout."""
+    task = asyncio.ensure_future(coroutine)
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    while not task.done():
+        wait_s = _CANCEL_POLL_S if deadline is None else min(_CANCEL_POLL_S, deadline - loop.time())
+        await asyncio.wait([task], timeout=max(0.0, wait_s))
+        if task.done():
+            break
+        if ctx.cancelled:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            raise JobCancelled(ctx.cancel_reason or None)
+        if deadline is not None and loop.time() >= deadline:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            ctx.cancel(f"timed out after {timeout:g} s")
+            raise JobTimeout(f"timed out after {timeout:g} s")
+    return task.result()
+
+
+def call_on_fail(registry: Registry, job: Job) -> None:
+    """Invoke the type's ``on_fail`` for a job that just became failed; log, never raise."""
+    if job.status is not Status.FAILED:
+        return
+    if job.type not in registry:
+        log.warning("on_fail skipped: type %s is not registered here (job %s)", job.type, job.id)
+        return
+    hook = registry.get(job.type).on_fail
+    if hook is None:
+        return
+    try:
+        hook(job)
+    except Exception:
+        log.exception("on_fail of %s raised for job %s (ignored)", job.type, job.id)

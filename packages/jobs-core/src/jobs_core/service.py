@@ -1,0 +1,205 @@
+"""The use cases of jobs: enqueue, read, cancel, retry, delete, sweep, complete an attempt.
+
+Entry points (the API, the CLI, the worker) call these and nothing else; every rule that is not a
+pure transition of :mod:`jobs_core.domain` lives here.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from jobs_core import domain
+from jobs_core.clock import SystemClock
+from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
+from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
+from jobs_core.ports import Clock, JobFilter, JobStore
+from jobs_core.registry import Registry
+from jobs_core.runner import call_on_fail
+
+log = logging.getLogger("jobs.service")
+
+ENQUEUE_TRIES = 3
+"""Spec 000 §1: the winner of a dedup conflict may finish (and release its key) between the
+conflict and the re-read; the enqueue then inserts again, at most this many times."""
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """The job an enqueue returns; ``created`` is False when an existing job was deduplicated."""
+
+    job: Job
+    created: bool
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What one sweep did."""
+
+    requeued: list[Job] = field(default_factory=list)
+    failed: list[Job] = field(default_factory=list)
+
+
+class JobService:
+    """The use cases over one store, one registry and one clock."""
+
+    def __init__(self, store: JobStore, registry: Registry, clock: Clock | None = None) -> None:
+        self.store = store
+        self.registry = registry
+        self.clock: Clock = clock or SystemClock()
+
+    def using(self, store: JobStore) -> JobService:
+        """The same use cases over another store (e.g. one bound to a caller's transaction)."""
+        return JobService(store, self.registry, self.clock)
+
+    # -- enqueue ------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        org_id: str,
+        type_name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        dedup_key: str | None = None,
+        run_at: datetime | None = None,
+    ) -> Enqueued:
+        """Enqueue a job, or return the org's job that holds ``dedup_key``.
+
+        Raises :class:`~jobs_core.errors.UnknownJobType` or ``PayloadInvalid`` for a bad request.
+        """
+        new = self.registry.new_job(org_id, type_name, payload, dedup_key=dedup_key, run_at=run_at)
+        return self.enqueue_new(new)
+
+    def enqueue_new(self, new: NewJob) -> Enqueued:
+        """Enqueue an already resolved :class:`NewJob` (the dedup loop of spec 000 §1)."""
+        for _ in range(ENQUEUE_TRIES):
+            job = self.store.insert(new, self.clock.now())
+            if job is not None:
+                return Enqueued(job, created=True)
+            if new.dedup_key is None:  # pragma: no cover - a store that conflicts without a key
+                raise DedupConflict("the store refused a job that has no dedup key")
+            holder = self.store.find_by_dedup_key(new.org_id, new.dedup_key)
+            if holder is not None:
+                return Enqueued(holder, created=False)
+        raise DedupConflict(
+            f"dedup key {new.dedup_key!r} kept changing hands; gave up after {ENQUEUE_TRIES} tries"
+        )
+
+    def enqueue_many(
+        self,
+        org_id: str,
+        type_name: str,
+        payloads: Iterable[Mapping[str, Any]],
+        *,
+        dedup_keys: Sequence[str | None] | None = None,
+    ) -> list[Job]:
+        """Enqueue many jobs of one type in one round trip; jobs whose key is held are skipped."""
+        specs = [
+            self.registry.new_job(
+                org_id,
+                type_name,
+                payload,
+                dedup_key=None if dedup_keys is None else dedup_keys[i],
+            )
+            for i, payload in enumerate(payloads)
+        ]
+        if dedup_keys is not None and len(dedup_keys) != len(specs):
+            raise ValueError("dedup_keys must have one entry per payload")
+        return self.store.insert_many(specs, self.clock.now())
+
+    # -- org-scoped reads and actions ---------------------------------------------------------
+    def get(self, org_id: str, job_id: uuid.UUID) -> Job:
+        """The org's job; :class:`JobNotFound` if absent or another org's."""
+        job = self.store.get(org_id, job_id)
+        if job is None:
+            raise JobNotFound()
+        return job
+
+    def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
+        """The org's jobs, newest first."""
+        return self.store.list_jobs(org_id, query)
+
+    def stats(self, org_id: str) -> dict[Status, int]:
+        """Count per status for the org."""
+        return self.store.stats(org_id)
+
+    def cancel(self, org_id: str, job_id: uuid.UUID) -> Job:
+        """Cancel a queued job now; ask a running one to stop. ``InvalidTransition`` if finished."""
+        job = self.store.cancel(org_id, job_id, self.clock.now())
+        if job is None:
+            raise JobNotFound()
+        return job
+
+    def retry(self, org_id: str, job_id: uuid.UUID) -> Job:
+        """Queue a failed or cancelled job again (``DedupConflict`` if its key is held now)."""
+        job = self.store.retry(org_id, job_id, self.clock.now())
+        if job is None:
+            raise JobNotFound()
+        return job
+
+    def delete(self, org_id: str, job_id: uuid.UUID) -> None:
+        """Delete a finished job; never one of a protected type (its rows are domain history)."""
+        job = self.get(org_id, job_id)
+        if job.type in self.registry and self.registry.get(job.type).protected:
+            raise InvalidTransition(
+                job.status,
+                "delete",
+                f"jobs of type {job.type!r} are domain history and are never deleted",
+            )
+        if not self.store.delete(org_id, job_id):
+            raise JobNotFound()
+
+    # -- worker side --------------------------------------------------------------------------
+    def claim(self, limit: int) -> list[Job]:
+        """Claim up to ``limit`` jobs of the registered types."""
+        return self.store.claim(limit, self.clock.now(), self.registry.names())
+
+    def complete(self, ref: AttemptRef, outcome: Outcome) -> Job | None:
+        """Record the outcome of an attempt; run ``on_fail`` if it failed. None if stale."""
+        job = self.store.finish(ref, outcome, self.clock.now())
+        if job is not None:
+            call_on_fail(self.registry, job)
+        return job
+
+    def complete_many(self, outcomes: Sequence[tuple[AttemptRef, Outcome]]) -> list[Job | None]:
+        """:meth:`complete` for many attempts in one round trip."""
+        jobs = self.store.finish_many(outcomes, self.clock.now()) if outcomes else []
+        for job in jobs:
+            if job is not None:
+                call_on_fail(self.registry, job)
+        return jobs
+
+    def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
+        """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
+
+        Safe with several sweepers at once: each change is conditional on the attempt's lease
+        and on its still being stale, so one sweeper wins and only it calls ``on_fail``.
+        """
+        report = SweepReport()
+        now = self.clock.now()
+        stale_before = now - timedelta(seconds=threshold_s)
+        while True:
+            stale = self.store.find_stale(stale_before, batch)
+            for job in stale:
+                outcome = domain.sweep_outcome(job, now)
+                updated = self.store.finish(job.ref, outcome, now, stale_before=stale_before)
+                if updated is None:
+                    continue
+                if updated.status is Status.FAILED:
+                    report.failed.append(updated)
+                    call_on_fail(self.registry, updated)
+                else:
+                    report.requeued.append(updated)
+                log.warning(
+                    "swept zombie job %s (%s, attempt %d/%d) -> %s",
+                    job.id,
+                    job.type,
+                    job.attempts,
+                    job.max_attempts,
+                    updated.status,
+                )
+            if len(stale) < batch:
+                return report

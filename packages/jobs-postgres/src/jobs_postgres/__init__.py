@@ -1,0 +1,1 @@
+"""The PostgreSQL adapter of jobs (filled by the Postgres issue)."""
