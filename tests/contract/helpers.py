@@ -1,0 +1,77 @@
+"""Small builders shared by the contract tests (fixtures go through the port itself)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobs_core import (
+    DedupScope,
+    FakeClock,
+    Job,
+    JobContext,
+    JobService,
+    JobStore,
+    JobType,
+    Registry,
+    RetryPolicy,
+    constant,
+)
+from jobs_core.runner import execute
+
+
+class Flaky(Exception):
+    """Declared retryable by the ``flaky`` type."""
+
+
+def make_registry(failures: list[Job] | None = None) -> Registry:
+    """Types covering both dedup scopes, a failing handler and a retryable one."""
+    seen = failures if failures is not None else []
+    registry = Registry("contract")
+
+    def ok(ctx: JobContext) -> Mapping[str, Any]:
+        return {"echo": dict(ctx.payload)}
+
+    def boom(ctx: JobContext) -> None:
+        raise ValueError("the handler broke")
+
+    def flaky(ctx: JobContext) -> None:
+        raise Flaky("try again later")
+
+    registry.register(JobType("reconcile", ok, dedup_scope=DedupScope.QUEUE, on_fail=seen.append))
+    registry.register(JobType("crawl", ok, dedup_scope=DedupScope.ACTIVE, on_fail=seen.append))
+    registry.register(JobType("boom", boom, on_fail=seen.append))
+    registry.register(
+        JobType(
+            "flaky",
+            flaky,
+            max_attempts=3,
+            retry=RetryPolicy(retry_on=(Flaky,)),
+            on_fail=seen.append,
+        )
+    )
+    registry.register(JobType("history", ok, protected=True, retry=RetryPolicy((), constant(1))))
+    return registry
+
+
+def run_claimed(service: JobService, job: Job, clock: FakeClock) -> Job | None:
+    """Execute a claimed job's handler and record its outcome, as a worker slot does."""
+    context = JobContext(
+        job,
+        progress_sink=lambda doc: service.store.save_progress(job.ref, dict(doc), clock.now()),
+        now=clock.now,
+    )
+    outcome = execute(service.registry.get(job.type), context, clock.now())
+    return service.complete(job.ref, outcome)
+
+
+def claim_one(service: JobService) -> Job:
+    """Claim exactly one job (fails the test otherwise)."""
+    claimed = service.claim(1)
+    assert len(claimed) == 1, f"expected one claimable job, got {claimed}"
+    return claimed[0]
+
+
+def service_for(store: JobStore, clock: FakeClock, failures: list[Job] | None = None) -> JobService:
+    """A service over the store under test with the contract registry."""
+    return JobService(store, make_registry(failures), clock)

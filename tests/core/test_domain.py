@@ -1,0 +1,229 @@
+"""Pure domain rules: transitions, the sweep decision, backoff, the registry, uuid7."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from jobs_core import (
+    MAX_ATTEMPTS_EXCEEDED,
+    Cancelled,
+    DedupScope,
+    Done,
+    DuplicateJobType,
+    Failed,
+    InvalidTransition,
+    JobContext,
+    JobType,
+    NewJob,
+    PayloadInvalid,
+    Registry,
+    Requeue,
+    RetryPolicy,
+    Status,
+    UnknownJobType,
+    constant,
+    domain,
+    exponential,
+    jitter,
+    uuid7,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def queued(**changes: Any) -> domain.Job:
+    spec = NewJob(org_id="o", type="t", dedup_key="k", **changes)
+    return domain.new_job(spec, uuid7(), NOW)
+
+
+def noop(ctx: JobContext) -> None:
+    return None
+
+
+def test_claim_releases_the_key_only_for_queue_scope() -> None:
+    lease = uuid.uuid4()
+    for_queue = domain.claim(queued(dedup_scope=DedupScope.QUEUE), lease, NOW)
+    for_active = domain.claim(queued(dedup_scope=DedupScope.ACTIVE), lease, NOW)
+    assert for_queue.dedup_key is None
+    assert for_active.dedup_key == "k"
+    assert for_queue.requested_dedup_key == "k"
+    assert (for_queue.status, for_queue.attempts, for_queue.lease) == (Status.RUNNING, 1, lease)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "status"),
+    [
+        (Done({"a": 1}), Status.DONE),
+        (Failed("x"), Status.FAILED),
+        (Cancelled(), Status.CANCELLED),
+        (Requeue(run_at=NOW), Status.QUEUED),
+    ],
+)
+def test_finish_maps_each_outcome(outcome: domain.Outcome, status: Status) -> None:
+    running = domain.claim(queued(dedup_scope=DedupScope.ACTIVE), uuid.uuid4(), NOW)
+    later = NOW + timedelta(seconds=5)
+    finished = domain.finish(running, outcome, later)
+    assert finished.status is status
+    assert finished.lease is None
+    if status is Status.QUEUED:
+        assert finished.dedup_key == "k"  # an active-scope key is still held
+        assert finished.finished_at is None
+    else:
+        assert finished.dedup_key is None
+        assert finished.finished_at == later
+
+
+def test_illegal_moves_raise_a_typed_error() -> None:
+    job = queued()
+    with pytest.raises(InvalidTransition):
+        domain.finish(job, Done(), NOW)
+    with pytest.raises(InvalidTransition):
+        domain.request_cancel(job, NOW)
+    with pytest.raises(InvalidTransition):
+        domain.retry(job, NOW)
+    with pytest.raises(InvalidTransition):
+        domain.check_deletable(job)
+    running = domain.claim(job, uuid.uuid4(), NOW)
+    with pytest.raises(InvalidTransition):
+        domain.claim(running, uuid.uuid4(), NOW)
+    with pytest.raises(InvalidTransition):
+        domain.cancel_queued(running, NOW)
+    done = domain.finish(running, Done(), NOW)
+    with pytest.raises(InvalidTransition, match="cannot retry a job that is done"):
+        domain.retry(done, NOW)
+    with pytest.raises(InvalidTransition):
+        _ = done.ref
+
+
+def test_sweep_outcome_requeues_below_the_cap_and_fails_at_it() -> None:
+    job = domain.claim(queued(max_attempts=2), uuid.uuid4(), NOW)
+    assert isinstance(domain.sweep_outcome(job, NOW), Requeue)
+    second = domain.claim(domain.finish(job, Requeue(run_at=NOW), NOW), uuid.uuid4(), NOW)
+    outcome = domain.sweep_outcome(second, NOW)
+    assert isinstance(outcome, Failed)
+    assert outcome.error == MAX_ATTEMPTS_EXCEEDED
+
+
+def test_staleness_uses_the_later_of_heartbeat_and_start() -> None:
+    running = domain.claim(queued(), uuid.uuid4(), NOW)
+    assert domain.is_stale(running, NOW + timedelta(seconds=1))
+    old_beat = domain.heartbeat_progress(None, NOW - timedelta(hours=1))
+    with_old_checkpoint = domain.claim(queued(), uuid.uuid4(), NOW)
+    with_old_checkpoint = dataclasses.replace(with_old_checkpoint, progress=old_beat)
+    assert not domain.is_stale(with_old_checkpoint, NOW - timedelta(seconds=1))
+    fresh = dataclasses.replace(
+        running, progress=domain.heartbeat_progress(None, NOW + timedelta(minutes=5))
+    )
+    assert not domain.is_stale(fresh, NOW + timedelta(minutes=1))
+    assert not domain.is_stale(queued(), NOW + timedelta(days=1))
+
+
+def test_parse_heartbeat_ignores_garbage() -> None:
+    assert domain.parse_heartbeat(None) is None
+    assert domain.parse_heartbeat({"updated_at": 3}) is None
+    assert domain.parse_heartbeat({"updated_at": "yesterday"}) is None
+    assert domain.parse_heartbeat({"updated_at": "2026-01-01T00:00:00"}) is None  # naive
+    assert domain.parse_heartbeat({"updated_at": NOW.isoformat()}) == NOW
+
+
+def test_exponential_backoff_defaults_to_2_4_8_seconds() -> None:
+    policy = RetryPolicy()
+    assert [policy.delay_after(n) for n in (1, 2, 3)] == [2.0, 4.0, 8.0]
+    assert exponential(base_s=1, cap_s=5)(10) == 5.0
+    assert constant(3)(7) == 3
+    spread = jitter(constant(10), ratio=0.1)
+    assert all(9.0 <= spread(1) <= 11.0 for _ in range(100))
+    with pytest.raises(ValueError, match="exponential"):
+        exponential(factor=0.5)
+
+
+def test_no_error_is_retryable_unless_declared() -> None:
+    assert not RetryPolicy().is_retryable(RuntimeError("x"))
+    declared = RetryPolicy(retry_on=(TimeoutError,))
+    assert declared.is_retryable(TimeoutError())
+    assert not declared.is_retryable(ValueError())
+
+
+def test_registry_refuses_duplicates_and_unknown_names() -> None:
+    registry = Registry()
+    registry.register(JobType("noop", noop))
+    with pytest.raises(DuplicateJobType):
+        registry.register(JobType("noop", noop))
+    with pytest.raises(UnknownJobType):
+        registry.get("nope")
+    other = Registry("module")
+    other.job_type("other", max_attempts=5)(noop)
+    registry.include(other)
+    assert registry.names() == ["noop", "other"]
+    assert registry.get("other").max_attempts == 5
+    with pytest.raises(DuplicateJobType):
+        registry.include(other)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"name": "Bad Name"},
+        {"max_attempts": 0},
+        {"timeout_s": 0},
+        {"retention_days": 0},
+        {"protected": True, "retention_days": 30},
+    ],
+)
+def test_job_type_declarations_are_validated(bad: dict[str, Any]) -> None:
+    declarations: dict[str, Any] = {"name": "ok", "handler": noop, **bad}
+    with pytest.raises(ValueError, match=r"\w"):
+        JobType(**declarations)
+
+
+class PositiveN:
+    """A hand-written schema: {"n": positive int}."""
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        n = payload.get("n")
+        if not isinstance(n, int) or n <= 0:
+            raise PayloadInvalid([{"loc": ["n"], "msg": "n must be a positive integer"}])
+        return {"n": n}
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}}
+
+
+def test_new_job_resolves_declarations_and_validates_the_payload() -> None:
+    registry = Registry()
+    registry.register(
+        JobType(
+            "count", noop, max_attempts=4, dedup_scope=DedupScope.ACTIVE, payload_schema=PositiveN()
+        )
+    )
+    spec = registry.new_job("org", "count", {"n": 2, "ignored": True}, dedup_key="count:1")
+    assert spec == NewJob(
+        org_id="org",
+        type="count",
+        payload={"n": 2},
+        dedup_key="count:1",
+        dedup_scope=DedupScope.ACTIVE,
+        max_attempts=4,
+    )
+    with pytest.raises(PayloadInvalid) as invalid:
+        registry.new_job("org", "count", {"n": -1})
+    assert invalid.value.errors == [{"loc": ["n"], "msg": "n must be a positive integer"}]
+    with pytest.raises(PayloadInvalid):
+        registry.new_job("org", "count", ["not", "an", "object"])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="org_id"):
+        registry.new_job("", "count", {"n": 1})
+    with pytest.raises(ValueError, match="dedup_key"):
+        registry.new_job("org", "count", {"n": 1}, dedup_key="")
+
+
+def test_uuid7_is_version_7_and_time_ordered() -> None:
+    ids = [uuid7() for _ in range(1000)]
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in ids)
+    millis = [i.int >> 80 for i in ids]
+    assert millis == sorted(millis)
+    assert len(set(ids)) == 1000

@@ -1,0 +1,189 @@
+"""Running a handler: outcomes, async handlers, timeouts, cancellation, progress throttling."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from jobs_core import (
+    Cancelled,
+    Done,
+    Failed,
+    Job,
+    JobCancelled,
+    JobContext,
+    JobTimeout,
+    JobType,
+    NewJob,
+    Registry,
+    Requeue,
+    RetryPolicy,
+    Status,
+    domain,
+    uuid7,
+)
+from jobs_core.runner import call_on_fail, execute, short_error
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def running_job(**changes: Any) -> Job:
+    job = domain.new_job(NewJob(org_id="o", type="t", **changes), uuid7(), NOW)
+    return domain.claim(job, uuid7(), NOW)
+
+
+def context(job: Job | None = None, sink: list[Mapping[str, Any]] | None = None) -> JobContext:
+    written = sink if sink is not None else []
+
+    def write(document: Mapping[str, Any]) -> bool:
+        written.append(document)
+        return True
+
+    return JobContext(job or running_job(), progress_sink=write, now=lambda: NOW)
+
+
+def test_a_returned_mapping_is_the_report() -> None:
+    outcome = execute(JobType("t", lambda ctx: {"rows": 3}), context(), NOW)
+    assert outcome == Done({"rows": 3})
+    assert execute(JobType("t", lambda ctx: None), context(), NOW) == Done(None)
+
+
+def test_a_non_mapping_result_fails_the_attempt() -> None:
+    outcome = execute(JobType("t", lambda ctx: 42), context(), NOW)  # type: ignore[arg-type,return-value]
+    assert isinstance(outcome, Failed)
+    assert "expected a mapping" in outcome.error
+
+
+def test_async_handlers_run_on_the_slot_threads_loop() -> None:
+    async def handler(ctx: JobContext) -> Mapping[str, Any]:
+        await asyncio.sleep(0)
+        return {"async": True}
+
+    assert execute(JobType("t", handler), context(), NOW) == Done({"async": True})
+    assert execute(JobType("t", handler), context(), NOW) == Done({"async": True})
+
+
+def test_an_uncaught_exception_is_definitive_unless_declared_retryable() -> None:
+    def broken(ctx: JobContext) -> None:
+        raise KeyError("missing")
+
+    failed = execute(JobType("t", broken), context(), NOW)
+    assert isinstance(failed, Failed)
+    assert failed.error == "KeyError: 'missing'"
+    retrying = JobType("t", broken, retry=RetryPolicy(retry_on=(KeyError,)))
+    requeue = execute(retrying, context(running_job(max_attempts=3)), NOW)
+    assert isinstance(requeue, Requeue)
+    assert (requeue.run_at - NOW).total_seconds() == 2.0
+    at_cap = domain.claim(
+        domain.finish(running_job(max_attempts=2), Requeue(run_at=NOW), NOW), uuid7(), NOW
+    )
+    assert isinstance(execute(retrying, context(at_cap), NOW), Failed)
+
+
+def test_a_sync_handler_that_overruns_its_timeout_fails_as_a_timeout() -> None:
+    released = threading.Event()
+
+    def slow(ctx: JobContext) -> None:
+        ctx.wait_cancelled(10)
+        released.set()
+
+    outcome = execute(JobType("t", slow, timeout_s=0.1), context(), NOW)
+    assert isinstance(outcome, Failed)
+    assert outcome.error.startswith("JobTimeout")
+    assert released.wait(5), "the cooperative handler saw the cancellation"
+
+
+def test_an_async_handler_is_cancelled_at_its_timeout() -> None:
+    async def slow(ctx: JobContext) -> None:
+        await asyncio.sleep(30)
+
+    started = time.monotonic()
+    outcome = execute(JobType("t", slow, timeout_s=0.1), context(), NOW)
+    assert isinstance(outcome, Failed)
+    assert outcome.error.startswith("JobTimeout")
+    assert time.monotonic() - started < 10
+
+
+def test_a_timeout_may_be_declared_retryable() -> None:
+    async def slow(ctx: JobContext) -> None:
+        await asyncio.sleep(30)
+
+    job_type = JobType("t", slow, timeout_s=0.05, retry=RetryPolicy(retry_on=(JobTimeout,)))
+    assert isinstance(execute(job_type, context(), NOW), Requeue)
+
+
+def test_cancellation_ends_the_job_cancelled() -> None:
+    def cooperative(ctx: JobContext) -> None:
+        ctx.cancel("user asked")
+        ctx.raise_if_cancelled()
+
+    outcome = execute(JobType("t", cooperative), context(), NOW)
+    assert outcome == Cancelled({"reason": "user asked"})
+
+    async def waiting(ctx: JobContext) -> None:
+        threading.Timer(0.05, ctx.cancel).start()
+        await asyncio.sleep(30)
+
+    assert isinstance(execute(JobType("t", waiting), context(), NOW), Cancelled)
+
+
+def test_progress_is_throttled_unless_forced() -> None:
+    written: list[Mapping[str, Any]] = []
+    ticks = iter([0.0, 0.1, 0.2, 1.5, 1.6])
+
+    def sink(document: Mapping[str, Any]) -> bool:
+        written.append(document)
+        return True
+
+    ctx = JobContext(
+        running_job(),
+        progress_sink=sink,
+        now=lambda: NOW,
+        monotonic=lambda: next(ticks),
+    )
+    assert ctx.report_progress(1, 10)
+    assert not ctx.report_progress(2, 10)
+    assert ctx.report_progress(3, 10, force=True, cursor="c3")
+    assert ctx.report_progress(4, 10)
+    assert not ctx.report_progress(5, 10)
+    assert [d["done"] for d in written] == [1, 3, 4]
+    assert written[1] == {"cursor": "c3", "done": 3, "total": 10, "updated_at": NOW.isoformat()}
+
+
+def test_a_lost_lease_cancels_the_attempt() -> None:
+    ctx = JobContext(running_job(), progress_sink=lambda doc: False, now=lambda: NOW)
+    assert not ctx.report_progress(1, 2)
+    assert ctx.cancelled
+    assert "lease lost" in ctx.cancel_reason
+    with pytest.raises(JobCancelled):
+        ctx.raise_if_cancelled()
+
+
+def test_on_fail_errors_are_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
+    registry = Registry()
+    seen: list[Job] = []
+
+    def hook(job: Job) -> None:
+        seen.append(job)
+        raise RuntimeError("module bug")
+
+    registry.register(JobType("t", lambda ctx: None, on_fail=hook))
+    failed = domain.finish(running_job(), Failed("x"), NOW)
+    call_on_fail(registry, failed)
+    assert seen == [failed]
+    assert "on_fail of t raised" in caplog.text
+    done = domain.finish(running_job(), Done(), NOW)
+    call_on_fail(registry, done)
+    assert seen == [failed]
+    assert failed.status is Status.FAILED
+
+
+def test_short_error_is_one_bounded_line() -> None:
+    assert short_error(ValueError("a\nb")) == "ValueError: a"
+    assert short_error(RuntimeError()) == "RuntimeError"
+    assert len(short_error(ValueError("x" * 5000))) == 500
