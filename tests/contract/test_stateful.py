@@ -102,7 +102,8 @@ class StoreMachine(RuleBasedStateMachine):
 
     @rule(limit=st.integers(min_value=1, max_value=4))
     def claim(self, limit: int) -> None:
-        for job in self.store.claim(limit, self.clock.now()):
+        claimed = self.store.claim(limit, self.clock.now())
+        for job in sorted(claimed, key=lambda j: (j.created_at, j.id)):
             assert job.status is Status.RUNNING
             assert job.attempts >= 1
             self.held.append(job.ref)
@@ -143,13 +144,13 @@ class StoreMachine(RuleBasedStateMachine):
     def advance_and_sweep(self, seconds: float) -> None:
         self.clock.advance(seconds)
         report = self.service.sweep(THRESHOLD_S)
-        for job in report.requeued + report.failed:
+        for job in report.requeued + report.failed + report.cancelled:
             assert job.attempts <= job.max_attempts
 
     @precondition(lambda self: bool(self.known))
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
-        job = self.known[data.draw(st.sampled_from(sorted(self.known)))]
+        job = self.known[data.draw(st.sampled_from(list(self.known)))]
         try:
             self.service.cancel(job.org_id, job.id)
         except InvalidTransition:
@@ -158,7 +159,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.known))
     @rule(data=st.data())
     def retry(self, data: st.DataObject) -> None:
-        job = self.known[data.draw(st.sampled_from(sorted(self.known)))]
+        job = self.known[data.draw(st.sampled_from(list(self.known)))]
         try:
             retried = self.service.retry(job.org_id, job.id)
         except InvalidTransition:
@@ -177,7 +178,7 @@ class StoreMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.known))
     @rule(data=st.data())
     def foreign_org_sees_nothing(self, data: st.DataObject) -> None:
-        job = self.known[data.draw(st.sampled_from(sorted(self.known)))]
+        job = self.known[data.draw(st.sampled_from(list(self.known)))]
         foreign = ORGS[1] if job.org_id == ORGS[0] else ORGS[0]
         assert self.store.get(foreign, job.id) is None
         try:

@@ -485,7 +485,7 @@ def test_two_sweepers_at_once_apply_each_zombie_once(
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    swept = [j.id for r in reports for j in r.requeued + r.failed]
+    swept = [j.id for r in reports for j in r.requeued + r.failed + r.cancelled]
     assert len(swept) == 20
     assert len(set(swept)) == 20
 
@@ -610,3 +610,20 @@ def test_list_is_newest_first_filtered_and_paged_by_cursor(
     assert stats[Status.QUEUED] == 6
     assert stats[Status.CANCELLED] == 1
     assert set(stats) == set(Status)
+
+
+def test_a_zombie_whose_cancellation_was_requested_ends_cancelled(
+    service: JobService, clock: FakeClock, failures: list[Job]
+) -> None:
+    job = service.enqueue(ORG, "crawl", dedup_key="crawl:z").job
+    claim_one(service)
+    service.cancel(ORG, job.id)
+    clock.advance(THRESHOLD_S + 1)
+    report = service.sweep(THRESHOLD_S)
+    assert report.requeued == []
+    assert [j.id for j in report.cancelled] == [job.id]
+    ended = service.get(ORG, job.id)
+    assert ended.status is Status.CANCELLED
+    assert ended.dedup_key is None
+    assert failures == []
+    assert service.claim(5) == []

@@ -187,3 +187,13 @@ def test_short_error_is_one_bounded_line() -> None:
     assert short_error(ValueError("a\nb")) == "ValueError: a"
     assert short_error(RuntimeError()) == "RuntimeError"
     assert len(short_error(ValueError("x" * 5000))) == 500
+
+
+def test_a_retryable_error_after_a_cancellation_request_cancels_instead() -> None:
+    def flaky(ctx: JobContext) -> None:
+        ctx.cancel("user asked")
+        raise TimeoutError("upstream slow")
+
+    job_type = JobType("t", flaky, retry=RetryPolicy(retry_on=(TimeoutError,)))
+    outcome = execute(job_type, context(running_job(max_attempts=3)), NOW)
+    assert isinstance(outcome, Cancelled)

@@ -318,8 +318,11 @@ def sweep_outcome(job: Job, now: datetime) -> Outcome:
     """What the sweep does with a zombie (spec 000 §2.5).
 
     While ``attempts < max_attempts`` it goes back to the queue (the next claim counts the next
-    attempt); otherwise it fails for good.
+    attempt); otherwise it fails for good. A zombie whose cancellation was requested is not run
+    again: it ends cancelled.
     """
+    if job.cancel_requested_at is not None:
+        return Cancelled(report={"reason": "cancellation requested; its worker was lost"})
     if job.attempts < job.max_attempts:
         return Requeue(run_at=now, error=None)
     return Failed(error=MAX_ATTEMPTS_EXCEEDED, report={"reason": "worker lost", **_attempts(job)})

@@ -41,7 +41,11 @@ def execute(job_type: JobType, ctx: JobContext, now: datetime) -> Outcome:
     except JobCancelled as cancelled:
         return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
     except Exception as error:
-        return failure_outcome(job_type, ctx.job, error, now)
+        outcome = failure_outcome(job_type, ctx.job, error, now)
+        if isinstance(outcome, Requeue) and ctx.cancelled and not isinstance(error, JobTimeout):
+            # a retry would run a job somebody asked to stop
+            return Cancelled(report={"reason": ctx.cancel_reason, "error": outcome.error})
+        return outcome
     if result is not None and not isinstance(result, Mapping):
         return Failed(
             error=f"handler returned {type(result).__name__}, expected a mapping or None",

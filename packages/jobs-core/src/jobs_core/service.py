@@ -42,6 +42,7 @@ class SweepReport:
 
     requeued: list[Job] = field(default_factory=list)
     failed: list[Job] = field(default_factory=list)
+    cancelled: list[Job] = field(default_factory=list)
 
 
 class JobService:
@@ -191,6 +192,8 @@ class JobService:
                 if updated.status is Status.FAILED:
                     report.failed.append(updated)
                     call_on_fail(self.registry, updated)
+                elif updated.status is Status.CANCELLED:
+                    report.cancelled.append(updated)
                 else:
                     report.requeued.append(updated)
                 log.warning(
