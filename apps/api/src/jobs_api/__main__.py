@@ -1,0 +1,55 @@
+"""``python -m jobs_api [--host H] [--port P] [--registry module:attribute ...]``.
+
+The ``jobs api`` command is the usual way to start the API (it adds the modules it ships);
+this entry point serves the registries named on the command line, imported by path so that the
+API never depends on the packages that define job types.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from jobs_core import Registry
+
+from jobs_api.app import serve
+from jobs_api.containers import build_container
+from jobs_api.settings import ApiSettings
+
+
+def load_registry(spec: str) -> Registry:
+    """The :class:`Registry` named by ``module:attribute``."""
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ValueError(f"--registry {spec!r}: expected module:attribute")
+    registry = getattr(importlib.import_module(module_name), attribute)
+    if not isinstance(registry, Registry):
+        raise TypeError(f"--registry {spec!r} is a {type(registry).__name__}, not a Registry")
+    return registry
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and serve until stopped."""
+    settings = ApiSettings()
+    parser = argparse.ArgumentParser(prog="python -m jobs_api", description=__doc__)
+    parser.add_argument("--host", default=settings.api_host)
+    parser.add_argument("--port", type=int, default=settings.api_port)
+    parser.add_argument(
+        "--registry",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="a job type registry to serve (repeatable)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        registries = [load_registry(spec) for spec in args.registry]
+    except (ImportError, AttributeError, ValueError, TypeError) as error:
+        parser.error(str(error))
+    serve(build_container(settings, registries), host=args.host, port=args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

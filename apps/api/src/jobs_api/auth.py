@@ -1,0 +1,211 @@
+"""API tokens: issued at random, stored only as a hash with their org, resolved to ``CurrentOrg``.
+
+A token is ``jobs_`` followed by 43 URL-safe characters (``secrets.token_urlsafe(32)``: 256 random
+bits). The prefix makes a leaked token recognisable by secret scanners and lets the API refuse a
+malformed one without a lookup. Only ``sha256(token)`` is stored (see decision 0005 for why a fast
+hash is right for a high-entropy token): whoever reads the token table cannot authenticate.
+
+The CLI issues and revokes tokens with :func:`issue_token` and :func:`revoke_token`; the routes
+depend on :data:`CurrentOrgDep`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import secrets
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Protocol
+
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from jobs_core import Clock, SystemClock, uuid7
+
+if TYPE_CHECKING:
+    from jobs_api.containers import Container
+
+TOKEN_PREFIX = "jobs_"
+_TOKEN_BYTES = 32
+_TOKEN = re.compile(r"^jobs_[A-Za-z0-9_-]{43}$")
+
+UNAUTHENTICATED_DETAIL = "a valid bearer token is required"
+"""The one message of every 401: missing, malformed, unknown and revoked tokens look the same."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """What is stored about a token: never the token itself."""
+
+    id: uuid.UUID
+    org_id: str
+    token_hash: str
+    label: str
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+class TokenStore(Protocol):
+    """Where token hashes live (in memory here, ``api_tokens`` in PostgreSQL)."""
+
+    def create(self, org_id: str, token_hash: str, label: str, now: datetime) -> TokenRecord:
+        """Store a new token hash for the org."""
+        ...
+
+    def org_for(self, token_hash: str) -> str | None:
+        """The org of a live (not revoked) token, or None."""
+        ...
+
+    def revoke(self, token_id: uuid.UUID) -> bool:
+        """Revoke a token by id; False if there is no live token with that id."""
+        ...
+
+    def revoke_hash(self, token_hash: str) -> bool:
+        """Revoke a token by its hash; False if there is no live token with that hash."""
+        ...
+
+    def list(self, org_id: str) -> list[TokenRecord]:
+        """The org's tokens, oldest first, revoked ones included."""
+        ...
+
+
+class InMemoryTokenStore:
+    """A thread-safe :class:`TokenStore` in a dict, for tests and the ``memory`` store."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._by_hash: dict[str, TokenRecord] = {}
+        self._lock = threading.Lock()
+        self._clock: Clock = clock or SystemClock()
+
+    @property
+    def records(self) -> list[TokenRecord]:
+        """Every stored record (what a reader of the store could see)."""
+        with self._lock:
+            return list(self._by_hash.values())
+
+    def create(self, org_id: str, token_hash: str, label: str, now: datetime) -> TokenRecord:
+        """Store a new token hash for the org."""
+        with self._lock:
+            if token_hash in self._by_hash:
+                raise ValueError("this token hash is already stored")
+            record = TokenRecord(uuid7(), org_id, token_hash, label, now)
+            self._by_hash[token_hash] = record
+            return record
+
+    def org_for(self, token_hash: str) -> str | None:
+        """The org of a live token."""
+        with self._lock:
+            record = self._by_hash.get(token_hash)
+        if record is None or record.revoked_at is not None:
+            return None
+        return record.org_id
+
+    def revoke(self, token_id: uuid.UUID) -> bool:
+        """Revoke by id."""
+        with self._lock:
+            for record in self._by_hash.values():
+                if record.id == token_id:
+                    return self._revoke(record)
+        return False
+
+    def revoke_hash(self, token_hash: str) -> bool:
+        """Revoke by hash."""
+        with self._lock:
+            record = self._by_hash.get(token_hash)
+            return record is not None and self._revoke(record)
+
+    def _revoke(self, record: TokenRecord) -> bool:
+        if record.revoked_at is not None:
+            return False
+        revoked = dataclasses.replace(record, revoked_at=self._clock.now())
+        self._by_hash[record.token_hash] = revoked
+        return True
+
+    def list(self, org_id: str) -> list[TokenRecord]:
+        """The org's tokens, oldest first."""
+        with self._lock:
+            mine = [r for r in self._by_hash.values() if r.org_id == org_id]
+        return sorted(mine, key=lambda r: (r.created_at, r.id))
+
+
+def hash_token(token: str) -> str:
+    """The stored form of a token: its SHA-256, in hex."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def is_well_formed(token: str) -> bool:
+    """True if ``token`` has the shape of a token this system issues."""
+    return _TOKEN.fullmatch(token) is not None
+
+
+def new_token() -> str:
+    """A fresh random token (256 bits of entropy, recognisable prefix)."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(_TOKEN_BYTES)
+
+
+def issue_token(
+    store: TokenStore, org_id: str, label: str, now: datetime
+) -> tuple[str, TokenRecord]:
+    """Create a token for ``org_id``: the plain token (show it once, it is never stored) and
+    the stored record."""
+    org_id = org_id.strip()
+    if not org_id:
+        raise ValueError("org_id must not be empty")
+    token = new_token()
+    record = store.create(org_id, hash_token(token), label, now)
+    return token, record
+
+
+def revoke_token(store: TokenStore, token_or_id: str) -> bool:
+    """Revoke a token given either the plain token or its record id; False if nothing live
+    matched. Raises ``ValueError`` when ``token_or_id`` is neither."""
+    value = token_or_id.strip()
+    if value.startswith(TOKEN_PREFIX):
+        return store.revoke_hash(hash_token(value))
+    try:
+        token_id = uuid.UUID(value)
+    except ValueError:
+        raise ValueError(
+            f"{token_or_id!r} is neither a token ({TOKEN_PREFIX}...) nor a token id"
+        ) from None
+    return store.revoke(token_id)
+
+
+# ---- FastAPI ---------------------------------------------------------------------------------
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="BearerToken",
+    description="An API token created with `jobs token create --org ORG`.",
+)
+
+
+def _unauthenticated() -> HTTPException:
+    return HTTPException(
+        status_code=401,
+        detail=UNAUTHENTICATED_DETAIL,
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def current_org(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """The org of the request's bearer token; 401 for a missing, malformed, unknown or revoked
+    token, always with the same body."""
+    if credentials is None or not is_well_formed(credentials.credentials):
+        raise _unauthenticated()
+    container: Container = request.app.state.container
+    store: TokenStore = container.token_store()
+    org_id = store.org_for(hash_token(credentials.credentials))
+    if org_id is None:
+        raise _unauthenticated()
+    return org_id
+
+
+CurrentOrgDep = Annotated[str, Depends(current_org)]
+"""The org the request acts for, resolved from ``Authorization: Bearer <token>``."""

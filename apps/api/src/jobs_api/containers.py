@@ -1,0 +1,100 @@
+"""The composition root of the API: one dependency-injector container.
+
+``config`` comes from :class:`~jobs_api.settings.ApiSettings`; ``registry`` is an input (the
+deployable that starts the API composes the modules' registries, see :func:`compose_registry`);
+``store`` and ``token_store`` are picked by ``config.store`` (``memory`` or ``postgres``) with a
+``Selector``; the PostgreSQL engine is a ``Resource`` created on first use and disposed at
+shutdown. Tests override providers (``container.store.override(...)``), never modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dependency_injector import containers, providers
+from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
+
+from jobs_api.auth import InMemoryTokenStore, TokenStore
+from jobs_api.settings import ApiSettings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+
+def _database_url(url: str | None, data_dir: Path) -> str:
+    from jobs_postgres.database import resolve_database_url
+
+    return resolve_database_url(url, data_dir)
+
+
+def _engine(url: str) -> Iterator[Engine]:
+    from jobs_postgres.database import create_engine
+
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _postgres_store(engine: Engine) -> JobStore:
+    from jobs_postgres.store import PostgresJobStore
+
+    return PostgresJobStore(engine)
+
+
+def _postgres_token_store(engine: Engine) -> TokenStore:
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    return PostgresTokenStore(engine)
+
+
+class Container(containers.DeclarativeContainer):
+    """Everything the API routes use, built once per app."""
+
+    config = providers.Configuration(strict=True)
+
+    registry = providers.Dependency(instance_of=Registry)
+    """The job types the API accepts (only the ``public`` ones over HTTP)."""
+
+    clock = providers.ThreadSafeSingleton(SystemClock)
+
+    database_url = providers.ThreadSafeSingleton(
+        _database_url, config.database_url, config.data_dir
+    )
+    engine = providers.Resource(_engine, database_url)
+
+    store = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(InMemoryJobStore),
+        postgres=providers.ThreadSafeSingleton(_postgres_store, engine),
+    )
+    token_store = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(InMemoryTokenStore, clock),
+        postgres=providers.ThreadSafeSingleton(_postgres_token_store, engine),
+    )
+
+    service = providers.ThreadSafeSingleton(JobService, store=store, registry=registry, clock=clock)
+
+
+def compose_registry(registries: Iterable[Registry]) -> Registry:
+    """One registry holding the types of every module registry given (a name twice is an
+    error). The CLI passes the modules it enables (and the demo types with
+    ``JOBS_DEMO_TYPES=1``)."""
+    composed = Registry("api")
+    for registry in registries:
+        composed.include(registry)
+    return composed
+
+
+def build_container(
+    settings: ApiSettings | None = None, registries: Iterable[Registry] = ()
+) -> Container:
+    """A container configured from ``settings`` (else the environment) serving the job types
+    of ``registries``."""
+    container = Container(registry=compose_registry(registries))
+    container.config.from_pydantic(settings or ApiSettings())
+    return container

@@ -1,0 +1,191 @@
+"""Errors as problem documents (RFC 9457): every error response of the API has this shape.
+
+Domain errors of ``jobs_core`` are mapped to HTTP here, in one place, so that the same error
+always gets the same status and body (an absent job and another org's job share one 404 body).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from jobs_core import (
+    DedupConflict,
+    InvalidTransition,
+    JobNotFound,
+    PayloadInvalid,
+    StoreUnavailable,
+    UnknownJobType,
+)
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("jobs.api")
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+JOB_NOT_FOUND_DETAIL = "no such job"
+
+
+class FieldError(BaseModel):
+    """One rejected field of a request."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(BaseModel):
+    """An error response (RFC 9457). ``type`` names the kind of problem; ``errors`` lists the
+    rejected fields of a 422."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(examples=["urn:jobs:problem:job-not-found"])
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldError] | None = None
+
+
+class ProblemResponse(JSONResponse):
+    """A JSON response with the problem media type."""
+
+    media_type = PROBLEM_MEDIA_TYPE
+
+
+def problem(
+    status: int,
+    detail: str,
+    *,
+    kind: str | None = None,
+    errors: Sequence[Mapping[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ProblemResponse:
+    """A problem response; ``kind`` becomes ``urn:jobs:problem:<kind>`` (else ``about:blank``,
+    whose title is the HTTP reason phrase)."""
+    body: dict[str, Any] = {
+        "type": f"urn:jobs:problem:{kind}" if kind else "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = [_field_error(e) for e in errors]
+    return ProblemResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def _field_error(error: Mapping[str, Any]) -> dict[str, Any]:
+    loc = error.get("loc", [])
+    return {
+        "loc": [part if isinstance(part, int) else str(part) for part in loc],
+        "msg": str(error.get("msg", "invalid")),
+        "type": str(error.get("type", "value_error")),
+    }
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries documenting problem bodies for ``statuses``."""
+    return {
+        status: {
+            "description": _DESCRIPTIONS.get(status, HTTPStatus(status).phrase),
+            "model": Problem,
+            "content": {PROBLEM_MEDIA_TYPE: {}},
+        }
+        for status in statuses
+    }
+
+
+_DESCRIPTIONS = {
+    401: "Missing, malformed, unknown or revoked bearer token (always the same body).",
+    404: "No such job: absent or another org's (always the same body).",
+    409: "The job's state forbids this action, or its dedup key is held by another job.",
+    413: "The request body is larger than the configured limit.",
+    422: "The request is invalid; `errors` lists the rejected fields.",
+    503: "The job store cannot be reached; retry later.",
+}
+
+
+# ---- handlers ---------------------------------------------------------------------------------
+
+
+def _http_error(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+    if exc.status_code == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
+        detail = f"no route for {request.url.path}"
+    if exc.status_code == 405:
+        detail = f"{request.method} is not allowed on {request.url.path}"
+    return problem(exc.status_code, detail, headers=exc.headers)
+
+
+def _validation_error(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = jsonable_encoder(exc.errors())
+    return problem(422, "the request is invalid", kind="invalid-request", errors=errors)
+
+
+def _job_not_found(request: Request, exc: Exception) -> ProblemResponse:
+    # Never exc's message: the body must not depend on why the job was not found.
+    return problem(404, JOB_NOT_FOUND_DETAIL, kind="job-not-found")
+
+
+def _invalid_transition(request: Request, exc: Exception) -> ProblemResponse:
+    return problem(409, str(exc), kind="invalid-transition")
+
+
+def _dedup_conflict(request: Request, exc: Exception) -> ProblemResponse:
+    return problem(409, str(exc), kind="dedup-conflict")
+
+
+def _payload_invalid(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, PayloadInvalid)
+    errors = [
+        {**dict(error), "loc": ["body", "payload", *list(error.get("loc", []))]}
+        for error in exc.errors
+    ]
+    return problem(422, str(exc), kind="payload-invalid", errors=errors)
+
+
+def _unknown_job_type(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, UnknownJobType)
+    return problem(
+        422,
+        str(exc),
+        kind="unknown-job-type",
+        errors=[{"loc": ["body", "type"], "msg": str(exc), "type": "unknown_job_type"}],
+    )
+
+
+def _store_unavailable(request: Request, exc: Exception) -> ProblemResponse:
+    log.warning("job store unavailable: %s", exc)
+    return problem(
+        503,
+        "the job store is unavailable; retry later",
+        kind="store-unavailable",
+        headers={"Retry-After": "1"},
+    )
+
+
+def _unexpected(request: Request, exc: Exception) -> ProblemResponse:
+    # Logged with its traceback, answered without it: internals never reach a client.
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, "an unexpected error occurred", kind="internal-error")
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Answer every error of ``app`` with a problem document."""
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(JobNotFound, _job_not_found)
+    app.add_exception_handler(InvalidTransition, _invalid_transition)
+    app.add_exception_handler(DedupConflict, _dedup_conflict)
+    app.add_exception_handler(PayloadInvalid, _payload_invalid)
+    app.add_exception_handler(UnknownJobType, _unknown_job_type)
+    app.add_exception_handler(StoreUnavailable, _store_unavailable)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,234 @@
+"""The endpoints: each parses the request, calls one ``JobService`` use case, and shapes the
+answer. Domain errors propagate to the handlers of :mod:`jobs_api.problems`, which map them to
+HTTP in one place."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from jobs_core import JobFilter, JobNotFound, JobService, UnknownJobType
+
+from jobs_api.auth import CurrentOrgDep
+from jobs_api.problems import problem, problem_responses
+from jobs_api.schemas import (
+    EnqueueIn,
+    Health,
+    InvalidCursor,
+    JobOut,
+    JobPage,
+    JobStats,
+    StatusFilter,
+    decode_cursor,
+    encode_cursor,
+)
+
+if TYPE_CHECKING:
+    from jobs_api.containers import Container
+
+log = logging.getLogger("jobs.api")
+
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+HEALTH_PROBE_ORG = "-healthz-"
+"""An org no token can hold (tokens are issued for trimmed, non-empty org ids by the CLI, and
+this one is only read): the health check counts its jobs to prove the store answers."""
+
+
+def _container(request: Request) -> Container:
+    container: Container = request.app.state.container
+    return container
+
+
+def _service(request: Request) -> JobService:
+    return _container(request).service()
+
+
+ServiceDep = Annotated[JobService, Depends(_service)]
+
+JobIdPath = Annotated[str, Path(description="The job's id (a UUID).")]
+
+
+def _job_id(raw: str) -> uuid.UUID:
+    # A malformed id names no job: the same 404 as an absent or foreign one.
+    try:
+        return uuid.UUID(raw)
+    except ValueError:
+        raise JobNotFound() from None
+
+
+router = APIRouter()
+
+
+@router.get(
+    "/healthz",
+    response_model=Health,
+    tags=["health"],
+    summary="Is the API up and its job store reachable?",
+    responses=problem_responses(503),
+)
+def healthz(request: Request) -> Any:
+    """200 when the job store answers a query, else 503."""
+    try:
+        _service(request).stats(HEALTH_PROBE_ORG)
+    except Exception as error:
+        log.warning("health check failed: %s", error)
+        return problem(503, "the job store is unreachable", kind="store-unavailable")
+    return Health()
+
+
+@router.post(
+    "/jobs",
+    status_code=202,
+    response_model=JobOut,
+    tags=["jobs"],
+    summary="Enqueue a job of a public type",
+    responses={
+        202: {
+            "description": "A new job was enqueued; `Location` is its URL.",
+            "headers": {
+                "Location": {"description": "The job's URL.", "schema": {"type": "string"}}
+            },
+        },
+        200: {
+            "model": JobOut,
+            "description": "Deduplicated: a job of the org holds `dedup_key`; that job.",
+        },
+        **problem_responses(401, 409, 413, 422, 500, 503),
+    },
+)
+def enqueue(
+    body: EnqueueIn,
+    org: CurrentOrgDep,
+    service: ServiceDep,
+    request: Request,
+    response: Response,
+) -> JobOut:
+    """Enqueue a job; the row exists when this returns, so the client may poll it at once."""
+    registry = service.registry
+    if body.type not in registry or not registry.get(body.type).public:
+        # Internal types answer exactly as unknown ones: their existence is not public.
+        raise UnknownJobType(body.type)
+    enqueued = service.enqueue(org, body.type, body.payload, dedup_key=body.dedup_key)
+    job = enqueued.job
+    if enqueued.created:
+        response.headers["Location"] = request.scope.get("root_path", "") + str(
+            request.app.url_path_for("get_job", job_id=str(job.id))
+        )
+    else:
+        response.status_code = 200
+    return JobOut.of(job)
+
+
+@router.get(
+    "/jobs",
+    response_model=JobPage,
+    tags=["jobs"],
+    summary="List the org's jobs, newest first",
+    responses=problem_responses(401, 422, 500, 503),
+)
+def list_jobs(
+    *,
+    org: CurrentOrgDep,
+    service: ServiceDep,
+    status: Annotated[
+        StatusFilter | None,
+        Query(description="A status, or `active` (queued+running) or `finished`."),
+    ] = None,
+    type: Annotated[str | None, Query(max_length=100, description="A job type.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    cursor: Annotated[
+        str | None,
+        Query(max_length=200, description="The `next_cursor` of the previous page."),
+    ] = None,
+) -> JobPage:
+    """One page of the org's jobs; ``next_cursor`` is null on the last page."""
+    before = None
+    if cursor is not None:
+        try:
+            before = decode_cursor(cursor)
+        except InvalidCursor as error:
+            raise RequestValidationError(
+                [{"loc": ("query", "cursor"), "msg": str(error), "type": "value_error"}]
+            ) from None
+    query = JobFilter(
+        statuses=None if status is None else status.statuses(),
+        type=type,
+        limit=limit + 1,  # one more tells whether a next page exists
+        before=before,
+    )
+    jobs = service.list_jobs(org, query)
+    page, more = jobs[:limit], len(jobs) > limit
+    return JobPage(
+        items=[JobOut.of(job) for job in page],
+        next_cursor=encode_cursor(page[-1]) if more else None,
+    )
+
+
+@router.get(
+    "/jobs/stats",
+    response_model=JobStats,
+    tags=["jobs"],
+    summary="Count the org's jobs per status",
+    responses=problem_responses(401, 500, 503),
+)
+def stats(org: CurrentOrgDep, service: ServiceDep) -> JobStats:
+    """Counts per status, and ``active`` = queued + running."""
+    return JobStats.of(service.stats(org))
+
+
+@router.get(
+    "/jobs/{job_id}",
+    name="get_job",
+    response_model=JobOut,
+    tags=["jobs"],
+    summary="Read one job",
+    responses=problem_responses(401, 404, 422, 500, 503),
+)
+def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+    """The job, if it is the org's; 404 (the same body) if it is absent or another org's."""
+    return JobOut.of(service.get(org, _job_id(job_id)))
+
+
+@router.post(
+    "/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    tags=["jobs"],
+    summary="Cancel a job",
+    responses=problem_responses(401, 404, 409, 422, 500, 503),
+)
+def cancel_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+    """A queued job is cancelled at once; a running one is asked to stop
+    (``cancel_requested_at``); a finished one is a 409."""
+    return JobOut.of(service.cancel(org, _job_id(job_id)))
+
+
+@router.post(
+    "/jobs/{job_id}/retry",
+    response_model=JobOut,
+    tags=["jobs"],
+    summary="Queue a failed or cancelled job again",
+    responses=problem_responses(401, 404, 409, 422, 500, 503),
+)
+def retry_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+    """Failed or cancelled → queued with a fresh attempt budget; 409 for another status, or
+    when another job holds its dedup key now."""
+    return JobOut.of(service.retry(org, _job_id(job_id)))
+
+
+@router.delete(
+    "/jobs/{job_id}",
+    status_code=204,
+    response_class=Response,
+    tags=["jobs"],
+    summary="Delete a finished job",
+    responses=problem_responses(401, 404, 409, 422, 500, 503),
+)
+def delete_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Response:
+    """Delete a finished job; 409 for a queued or running job, or one of a protected type
+    (domain history, never deleted)."""
+    service.delete(org, _job_id(job_id))
+    return Response(status_code=204)

@@ -1,0 +1,153 @@
+"""The HTTP representations: request and response bodies, and the opaque list cursor."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from jobs_core import ACTIVE, FINISHED, Job, Status
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class JobOut(BaseModel):
+    """A job as an org sees it: the fields of spec 000 §3 plus its attempt and scheduling state.
+
+    ``dedup_key`` is the key the job was enqueued with (kept after the key is released, so a
+    client recognises its job). The worker's ``lease`` and the ``org_id`` are never shown.
+    """
+
+    id: uuid.UUID
+    type: str
+    status: Status
+    progress: dict[str, Any] | None
+    report: dict[str, Any] | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    dedup_key: str | None
+    cancel_requested_at: datetime | None
+
+    @classmethod
+    def of(cls, job: Job) -> JobOut:
+        """The representation of a domain job."""
+        return cls(
+            id=job.id,
+            type=job.type,
+            status=job.status,
+            progress=None if job.progress is None else dict(job.progress),
+            report=None if job.report is None else dict(job.report),
+            error=job.error,
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            attempts=job.attempts,
+            max_attempts=job.max_attempts,
+            run_at=job.run_at,
+            dedup_key=job.requested_dedup_key,
+            cancel_requested_at=job.cancel_requested_at,
+        )
+
+
+class EnqueueIn(BaseModel):
+    """``POST /jobs``: which public job type to run, with what payload."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = Field(min_length=1, max_length=100, examples=["noop"])
+    payload: dict[str, Any] = Field(
+        default_factory=dict, description="Validated by the job type's schema."
+    )
+    dedup_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=500,
+        description="While a job of the org holds this key, enqueueing returns that job (200).",
+    )
+
+
+class JobPage(BaseModel):
+    """A page of jobs, newest first; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[JobOut]
+    next_cursor: str | None
+
+
+class JobStats(BaseModel):
+    """Job counts of the org per status; ``active`` = queued + running (the panel's badge)."""
+
+    queued: int
+    running: int
+    done: int
+    failed: int
+    cancelled: int
+    active: int
+
+    @classmethod
+    def of(cls, counts: dict[Status, int]) -> JobStats:
+        """From the store's count per status."""
+        return cls(
+            queued=counts.get(Status.QUEUED, 0),
+            running=counts.get(Status.RUNNING, 0),
+            done=counts.get(Status.DONE, 0),
+            failed=counts.get(Status.FAILED, 0),
+            cancelled=counts.get(Status.CANCELLED, 0),
+            active=sum(counts.get(s, 0) for s in ACTIVE),
+        )
+
+
+class Health(BaseModel):
+    """``GET /healthz`` when the store answers."""
+
+    status: str = "ok"
+
+
+class StatusFilter(enum.StrEnum):
+    """``GET /jobs?status=``: one status, or a group (``active``, ``finished``)."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    ACTIVE = "active"
+    FINISHED = "finished"
+
+    def statuses(self) -> frozenset[Status]:
+        """The statuses this filter selects."""
+        if self is StatusFilter.ACTIVE:
+            return ACTIVE
+        if self is StatusFilter.FINISHED:
+            return FINISHED
+        return frozenset({Status(self.value)})
+
+
+class InvalidCursor(ValueError):
+    """The cursor was not produced by this API (or was altered)."""
+
+
+def encode_cursor(job: Job) -> str:
+    """The opaque keyset cursor after ``job``: base64url of ``created_at|id``."""
+    raw = f"{job.created_at.isoformat()}|{job.id}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
+    """The ``(created_at, id)`` a cursor stands for; :class:`InvalidCursor` if malformed."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, _, job_id = raw.partition("|")
+        created_at = datetime.fromisoformat(stamp)
+        parsed_id = uuid.UUID(job_id)
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        raise InvalidCursor("cursor is malformed; use the next_cursor of a previous page") from None
+    if created_at.tzinfo is None:
+        raise InvalidCursor("cursor is malformed; use the next_cursor of a previous page")
+    return created_at, parsed_id

@@ -1,0 +1,33 @@
+"""Settings of the API deployable, read from the environment (prefix ``JOBS_``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MIB = 1024 * 1024
+
+
+class ApiSettings(BaseSettings):
+    """What the API needs to know about its environment.
+
+    - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
+      ``JOBS_DATA_DIR`` is used (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_STORE``: ``postgres`` (the default, the deployable) or ``memory`` (a throwaway store,
+      for trying the API or testing it without a database).
+    - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
+    - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".data")
+    store: Literal["postgres", "memory"] = "postgres"
+    demo_types: bool = False
+    max_body_bytes: int = Field(default=MIB, ge=1)
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=0, le=65535)
