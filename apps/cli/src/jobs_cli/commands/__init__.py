@@ -1,0 +1,1 @@
+"""The subcommands of ``jobs``, one module per group, imported only when run."""

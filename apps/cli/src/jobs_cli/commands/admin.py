@@ -1,0 +1,81 @@
+"""``jobs migrate`` and ``jobs token create|revoke``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from jobs_cli import db
+from jobs_cli.errors import CliError, UsageError, redact_url
+from jobs_cli.settings import CliSettings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+
+def migrate_url(url: str) -> None:
+    """Apply every pending migration to the database at ``url`` (idempotent)."""
+    from jobs_postgres.migrations import upgrade
+
+    upgrade(url)
+
+
+def migrate(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Create or upgrade the schema."""
+    url = db.database_url(settings)
+    migrate_url(url)
+    where = (
+        f"the embedded server ({settings.data_dir})"
+        if settings.database_url is None
+        else redact_url(url)
+    )
+    print(f"database schema is up to date on {where}")
+    return 0
+
+
+def issue(engine: Engine, org: str, label: str) -> tuple[str, str]:
+    """Create a token for ``org``: ``(token, token_id)``."""
+    from jobs_api.auth import issue_token
+    from jobs_core import SystemClock
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    try:
+        token, record = issue_token(PostgresTokenStore(engine), org, label, SystemClock().now())
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return token, str(record.id)
+
+
+def token_help(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Unreachable: argparse requires an action after ``token``."""
+    raise UsageError("token: choose create or revoke (see jobs token --help)")
+
+
+def token_create(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Create a token; the token alone is the last line of stdout."""
+    org = args.org.strip()
+    if not org:
+        raise UsageError("--org must not be empty")
+    with db.engine(settings) as engine:
+        token, token_id = issue(engine, org, args.label)
+    label = f" ({args.label})" if args.label else ""
+    print(f"token {token_id} for org {org}{label}; it is shown only this once:")
+    print(token)
+    return 0
+
+
+def token_revoke(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Revoke a token by id or by value."""
+    from jobs_api.auth import revoke_token
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    value: str = args.token if args.token is not None else args.token_id
+    with db.engine(settings) as engine:
+        try:
+            revoked = revoke_token(PostgresTokenStore(engine), value)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    if not revoked:
+        raise CliError("no live token matches (unknown, or already revoked)")
+    print("token revoked")
+    return 0

@@ -1,0 +1,228 @@
+"""``jobs dev``: the whole system on one machine, in one process tree that Ctrl-C stops.
+
+The process tree::
+
+    jobs dev (this process: supervisor; holds the embedded PostgreSQL handle)
+    ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL)
+    ├── python -m jobs_cli worker  (JOBS_DEMO_TYPES=1; restarted if it dies, e.g. the crash demo)
+    └── postgres                   (embedded only: started by pgserver, stopped when we exit)
+
+The API and the worker are separate processes because the ``crash`` demo type kills its own
+worker process, as a native crash would: the API must survive it, and the supervisor starts a new
+worker whose sweep puts the crashed job back in the queue.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from jobs_cli import db, process
+from jobs_cli.commands.admin import issue, migrate_url
+from jobs_cli.errors import CliError, redact_url
+from jobs_cli.settings import CliSettings
+
+STOP_GRACE_S = 20.0
+"""How long the children get to finish after SIGTERM before they are killed."""
+
+API_READY_TIMEOUT_S = 60.0
+WORKER_RESTARTS_PER_MINUTE = 5
+DEMO_TYPES = "noop, sleep, fail, crash"
+
+DEV_DEFAULTS = {
+    # The crash demo leaves its job running with no worker; the production default (600 s)
+    # would hide the recovery for ten minutes. The user's own values win.
+    "JOBS_SWEEP_THRESHOLD_S": "30",
+    "JOBS_SWEEP_INTERVAL_S": "5",
+}
+
+
+class _StopRequested(Exception):
+    """SIGINT or SIGTERM arrived."""
+
+
+@contextmanager
+def _stop_signals(stop: threading.Event) -> Iterator[None]:
+    """Turn SIGINT/SIGTERM into ``stop`` for the duration (restored afterwards)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _check(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise _StopRequested
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _client_host(host: str) -> str:
+    return "127.0.0.1" if host in {"0.0.0.0", "", "::"} else host
+
+
+def _wait_ready(
+    url: str, api: subprocess.Popen[bytes], stop: threading.Event, timeout_s: float
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        _check(stop)
+        if api.poll() is not None:
+            raise CliError(f"the API exited with code {api.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        stop.wait(0.2)
+    raise CliError(f"the API did not answer {url} within {timeout_s:.0f} s")
+
+
+def _banner(base: str, token: str, org: str, settings: CliSettings, url: str) -> str:
+    database = (
+        f"embedded PostgreSQL, data in {settings.data_dir}"
+        if settings.database_url is None
+        else redact_url(url)
+    )
+    payload = '{"type": "sleep", "payload": {"seconds": 5}}'
+    curl = (
+        f"curl -s -X POST {base}/jobs -H 'Authorization: Bearer {token}' "
+        f"-H 'Content-Type: application/json' -d '{payload}'"
+    )
+    demo_env = "" if settings.database_url is None else "JOBS_DEMO_TYPES=1 "
+    return "\n".join(
+        [
+            "",
+            "jobs dev is running",
+            f"  database  {database}",
+            f"  API       {base}  (docs: {base}/docs)",
+            f"  worker    demo types: {DEMO_TYPES}",
+            f"  org       {org}",
+            "",
+            "Try it:",
+            f"  {curl}",
+            f"  curl -s {base}/jobs -H 'Authorization: Bearer {token}'",
+            f"  {demo_env}uv run jobs enqueue sleep --org {org} --payload '{{\"seconds\": 5}}'",
+            f"  uv run jobs ls --org {org}",
+            "",
+            "Press Ctrl-C to stop.",
+            f"token: {token}",
+        ]
+    )
+
+
+def _child_env(settings: CliSettings, url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    for name, value in DEV_DEFAULTS.items():
+        env.setdefault(name, value)
+    env["JOBS_DATABASE_URL"] = url
+    env["JOBS_DATA_DIR"] = str(settings.data_dir)
+    env["JOBS_DEMO_TYPES"] = "1"
+    return env
+
+
+def dev(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Run the database, the API and a worker until SIGINT/SIGTERM; exit 0 on a clean stop."""
+    # Line-buffered so the banner reaches a pipe (a test, `tee`) as soon as it is printed.
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
+    stop = threading.Event()
+    children: list[subprocess.Popen[bytes]] = []
+    with _stop_signals(stop):
+        try:
+            return _run(args, settings, stop, children)
+        except _StopRequested:
+            return 0
+        finally:
+            if children:
+                print("jobs dev: stopping the API and the worker...", file=sys.stderr, flush=True)
+            process.stop(children, STOP_GRACE_S)
+
+
+def _run(
+    args: argparse.Namespace,
+    settings: CliSettings,
+    stop: threading.Event,
+    children: list[subprocess.Popen[bytes]],
+) -> int:
+    host, port = args.host, args.port
+    if not _port_free(host, port):
+        raise CliError(f"port {port} on {host} is already in use; choose another with --port")
+
+    if settings.database_url is None:
+        print(f"starting the embedded PostgreSQL (data in {settings.data_dir})...", flush=True)
+    url = db.database_url(settings)
+    _check(stop)
+    migrate_url(url)
+    _check(stop)
+
+    # The resolved URL, so the embedded server is not looked up twice.
+    with db.engine(dataclasses.replace(settings, database_url=url)) as engine:
+        token, _ = issue(engine, args.org, "jobs dev")
+    _check(stop)
+
+    env = _child_env(settings, url)
+    me = [sys.executable, "-m", "jobs_cli"]
+    api_argv = [*me, "api", "--host", host, "--port", str(port)]
+    worker_argv = [*me, "worker"]
+    if args.concurrency is not None:
+        worker_argv += ["--concurrency", str(args.concurrency)]
+
+    children.append(process.spawn(api_argv, env))
+    worker = process.spawn(worker_argv, env)
+    children.append(worker)
+
+    base = f"http://{_client_host(host)}:{port}"
+    _wait_ready(f"{base}/healthz", children[0], stop, API_READY_TIMEOUT_S)
+    print(_banner(base, token, args.org, settings, url), flush=True)
+
+    restarts: list[float] = []
+    while not stop.wait(0.25):
+        api = children[0]
+        if api.poll() is not None:
+            raise CliError(f"the API exited with code {api.returncode}; stopping")
+        if worker.poll() is not None:
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < 60] + [now]
+            if len(restarts) > WORKER_RESTARTS_PER_MINUTE:
+                raise CliError(
+                    f"the worker died {len(restarts)} times within a minute "
+                    f"(last exit code {worker.returncode}); stopping"
+                )
+            print(
+                f"jobs dev: the worker exited with code {worker.returncode}; starting a new one "
+                f"({shlex.join(worker_argv[2:])})",
+                file=sys.stderr,
+                flush=True,
+            )
+            worker = process.spawn(worker_argv, env)
+            children[1] = worker
+    return 0

@@ -1,0 +1,177 @@
+"""``jobs enqueue | ls | show | cancel | retry``: the job use cases from a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from jobs_core import ACTIVE, FINISHED, Job, JobFilter, Status, SystemClock, UnknownJobType
+
+from jobs_cli import db, render
+from jobs_cli.errors import CliError, UsageError
+from jobs_cli.settings import CliSettings
+
+STATUS_CHOICES = [s.value for s in Status] + ["active", "finished"]
+
+
+def parse_payload(text: str) -> dict[str, Any]:
+    """The ``--payload`` JSON object, or :class:`UsageError` saying what is wrong with it."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"--payload is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--payload must be a JSON object, got {type(value).__name__}: {text}")
+    return value
+
+
+def parse_instant(text: str, option: str = "--run-at") -> datetime:
+    """An ISO 8601 instant; one without an offset is local time."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(
+            f"{option} {text!r} is not an ISO 8601 date-time (e.g. 2026-01-31T18:30:00+01:00)"
+        ) from None
+    return value if value.tzinfo is not None else value.astimezone()
+
+
+def parse_job_id(text: str) -> uuid.UUID:
+    """A job id (a UUID)."""
+    try:
+        return uuid.UUID(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"{text!r} is not a job id (a UUID such as those 'jobs ls' prints)"
+        ) from None
+
+
+def parse_statuses(text: str | None) -> frozenset[Status] | None:
+    """``--status``: one status, or ``active`` / ``finished``."""
+    if text is None:
+        return None
+    key = text.strip().lower()
+    if key == "active":
+        return ACTIVE
+    if key == "finished":
+        return FINISHED
+    try:
+        return frozenset({Status(key)})
+    except ValueError:
+        raise UsageError(f"--status {text!r} is not one of {', '.join(STATUS_CHOICES)}") from None
+
+
+def _print_job(job: Job, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(render.job_json(job), indent=2, ensure_ascii=False))
+    else:
+        print(render.job_details(job, SystemClock().now()))
+
+
+def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Enqueue a job; the id is the last line of stdout."""
+    payload = parse_payload(args.payload)
+    run_at = parse_instant(args.run_at) if args.run_at else None
+    org = args.org.strip()
+    if not org:
+        raise UsageError("--org must not be empty")
+    if args.dedup_key is not None and not args.dedup_key:
+        raise UsageError("--dedup-key must not be empty (leave it out for no key)")
+
+    from jobs_cli.registries import build_registry
+
+    registry = build_registry(settings.demo_types)
+    # Checked before touching the database: a typo should not wait for a server to start.
+    try:
+        registry.new_job(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
+    except UnknownJobType:
+        known = ", ".join(registry.names()) or "none"
+        hint = ""
+        if not settings.demo_types and args.type in {"noop", "sleep", "fail", "crash"}:
+            hint = " (the demo types need JOBS_DEMO_TYPES=1)"
+        raise CliError(f"unknown job type {args.type!r}; known types: {known}{hint}") from None
+
+    with db.service(settings, registry) as svc:
+        result = svc.enqueue(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
+    job = result.job
+    if args.json:
+        print(json.dumps({**render.job_json(job), "created": result.created}, indent=2))
+        return 0
+    if result.created:
+        print(f"enqueued {job.type} job for org {job.org_id}: {job.status}")
+    else:
+        print(f"dedup key {args.dedup_key!r} is held by a {job.status} job; returned that one")
+    print(job.id)
+    return 0
+
+
+def ls(args: argparse.Namespace, settings: CliSettings) -> int:
+    """List jobs, newest first."""
+    query = JobFilter(
+        statuses=parse_statuses(args.status),
+        type=args.type,
+        limit=args.limit,
+    )
+    with db.service(settings) as svc:
+        if args.org is not None:
+            jobs = svc.list_jobs(args.org, query)
+        else:
+            from jobs_cli.admin_queries import list_all_orgs
+
+            jobs = list_all_orgs(svc.store, query)
+    if args.json:
+        print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
+        return 0
+    if not jobs:
+        print("no jobs" + (f" for org {args.org}" if args.org else ""))
+        return 0
+    print(render.jobs_table(jobs, SystemClock().now(), with_org=args.org is None))
+    return 0
+
+
+def show(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Show one job."""
+    job_id = parse_job_id(args.job_id)
+    with db.service(settings) as svc:
+        if args.org is not None:
+            job = svc.get(args.org, job_id)
+        else:
+            from jobs_cli.admin_queries import get_any_org
+
+            found = get_any_org(svc.store, job_id)
+            if found is None:
+                raise CliError(f"no job with id {job_id}")
+            job = found
+    _print_job(job, args.json)
+    return 0
+
+
+def cancel(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Cancel a queued job, or ask a running one to stop."""
+    job_id = parse_job_id(args.job_id)
+    with db.service(settings) as svc:
+        job = svc.cancel(args.org, job_id)
+    if args.json:
+        _print_job(job, True)
+    elif job.status is Status.CANCELLED:
+        print(f"cancelled job {job.id}")
+    else:
+        print(f"asked running job {job.id} to stop; its handler sees the request")
+    return 0
+
+
+def retry(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Queue a failed or cancelled job again."""
+    job_id = parse_job_id(args.job_id)
+    with db.service(settings) as svc:
+        job = svc.retry(args.org, job_id)
+    if args.json:
+        _print_job(job, True)
+    else:
+        print(f"queued job {job.id} again ({job.type}, attempts reset)")
+    return 0

@@ -1,0 +1,49 @@
+"""``jobs api`` and ``jobs worker``: the two long-running deployables, started from the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+
+from jobs_cli import db
+from jobs_cli.settings import CliSettings
+
+
+def _configure_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def _reachable(settings: CliSettings) -> CliSettings:
+    """Resolve the database and run one query, so a wrong URL fails now, in one line, rather
+    than at the first request; the settings then carry the resolved URL."""
+    from sqlalchemy import text
+
+    url = db.database_url(settings)
+    resolved = dataclasses.replace(settings, database_url=url)
+    with db.engine(resolved) as engine, engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
+    return resolved
+
+
+def api(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Serve the HTTP API until SIGINT/SIGTERM."""
+    from jobs_api.app import serve
+    from jobs_api.containers import build_container
+    from jobs_api.settings import ApiSettings
+
+    from jobs_cli.registries import module_registries
+
+    _configure_logging()
+    resolved = _reachable(settings)
+    api_settings = ApiSettings(
+        database_url=resolved.database_url,
+        data_dir=settings.data_dir,
+        demo_types=settings.demo_types,
+    )
+    container = build_container(api_settings, module_registries(settings.demo_types))
+    serve(container, host=args.host, port=args.port)
+    return 0
