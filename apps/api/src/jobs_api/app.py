@@ -5,15 +5,14 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 
 from jobs_api.containers import Container, build_container
 from jobs_api.limits import BodySizeLimit
-from jobs_api.problems import PROBLEM_MEDIA_TYPE, Problem, install_problem_handlers
+from jobs_api.openapi import openapi_builder
+from jobs_api.problems import install_problem_handlers
 from jobs_api.routes import router
 
 log = logging.getLogger("jobs.api")
@@ -48,39 +47,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     install_problem_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=int(container.config.max_body_bytes()))
     app.include_router(router)
-    _document_problems(app)
+    app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]
     return app
-
-
-def _document_problems(app: FastAPI) -> None:
-    """Make the error responses of the OpenAPI schema point to the ``Problem`` schema, under the
-    problem media type only (FastAPI would also list them as ``application/json``)."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
-            return app.openapi_schema
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
-        for path_item in schema["paths"].values():
-            for operation in path_item.values():
-                for response in operation.get("responses", {}).values():
-                    content = response.get("content", {})
-                    if PROBLEM_MEDIA_TYPE in content:
-                        problem_schema = content.pop("application/json", {}).get("schema")
-                        content[PROBLEM_MEDIA_TYPE] = {"schema": problem_schema}
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
-        for name, definition in problem.pop("$defs", {}).items():
-            components.setdefault(name, definition)
-        components.setdefault("Problem", problem)
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def serve(

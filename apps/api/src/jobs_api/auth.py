@@ -128,7 +128,7 @@ class InMemoryTokenStore:
         """The org's tokens, oldest first."""
         with self._lock:
             mine = [r for r in self._by_hash.values() if r.org_id == org_id]
-        return sorted(mine, key=lambda r: (r.created_at, r.id))
+        return sorted(mine, key=lambda r: r.created_at)  # stable: creation order on ties
 
 
 def hash_token(token: str) -> str:

@@ -25,6 +25,7 @@ from jobs_core import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 log = logging.getLogger("jobs.api")
 
@@ -102,6 +103,7 @@ def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 _DESCRIPTIONS = {
+    400: "The request body could not be decoded (not UTF-8 JSON text).",
     401: "Missing, malformed, unknown or revoked bearer token (always the same body).",
     404: "No such job: absent or another org's (always the same body).",
     409: "The job's state forbids this action, or its dedup key is held by another job.",
@@ -119,9 +121,27 @@ def _http_error(request: Request, exc: Exception) -> ProblemResponse:
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if exc.status_code == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
         detail = f"no route for {request.url.path}"
+    headers = dict(exc.headers or {})
     if exc.status_code == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
-    return problem(exc.status_code, detail, headers=exc.headers)
+        headers["Allow"] = ", ".join(_allowed_methods(request))
+    return problem(exc.status_code, detail, headers=headers)
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    # Starlette's 405 names the methods of the first route matching the path only; each method
+    # of a path is its own route here, so Allow would miss some of them. Ask the routing.
+    return [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL
+            for route in request.app.routes
+        )
+    ]
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 
 
 def _validation_error(request: Request, exc: Exception) -> ProblemResponse:

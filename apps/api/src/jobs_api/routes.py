@@ -21,7 +21,7 @@ from jobs_api.schemas import (
     JobOut,
     JobPage,
     JobStats,
-    StatusFilter,
+    ListParams,
     decode_cursor,
     encode_cursor,
 )
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobs.api")
 
-DEFAULT_PAGE = 50
-MAX_PAGE = 200
 HEALTH_PROBE_ORG = "-healthz-"
 """An org no token can hold (tokens are issued for trimmed, non-empty org ids by the CLI, and
 this one is only read): the health check counts its jobs to prove the store answers."""
@@ -97,7 +95,7 @@ def healthz(request: Request) -> Any:
             "model": JobOut,
             "description": "Deduplicated: a job of the org holds `dedup_key`; that job.",
         },
-        **problem_responses(401, 409, 413, 422, 500, 503),
+        **problem_responses(400, 401, 409, 413, 422, 500, 503),
     },
 )
 def enqueue(
@@ -131,32 +129,21 @@ def enqueue(
     responses=problem_responses(401, 422, 500, 503),
 )
 def list_jobs(
-    *,
-    org: CurrentOrgDep,
-    service: ServiceDep,
-    status: Annotated[
-        StatusFilter | None,
-        Query(description="A status, or `active` (queued+running) or `finished`."),
-    ] = None,
-    type: Annotated[str | None, Query(max_length=100, description="A job type.")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
-    cursor: Annotated[
-        str | None,
-        Query(max_length=200, description="The `next_cursor` of the previous page."),
-    ] = None,
+    org: CurrentOrgDep, service: ServiceDep, params: Annotated[ListParams, Query()]
 ) -> JobPage:
     """One page of the org's jobs; ``next_cursor`` is null on the last page."""
     before = None
-    if cursor is not None:
+    if params.cursor is not None:
         try:
-            before = decode_cursor(cursor)
+            before = decode_cursor(params.cursor)
         except InvalidCursor as error:
             raise RequestValidationError(
                 [{"loc": ("query", "cursor"), "msg": str(error), "type": "value_error"}]
             ) from None
+    limit = params.limit
     query = JobFilter(
-        statuses=None if status is None else status.statuses(),
-        type=type,
+        statuses=None if params.status is None else params.status.statuses(),
+        type=params.type,
         limit=limit + 1,  # one more tells whether a next page exists
         before=before,
     )

@@ -129,6 +129,29 @@ class StatusFilter(enum.StrEnum):
         return frozenset({Status(self.value)})
 
 
+DEFAULT_PAGE = 50
+MAX_PAGE = 200
+
+
+class ListParams(BaseModel):
+    """``GET /jobs`` query parameters. An unknown one is a 422: a typo (``?statuss=``) must not
+    silently list everything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: StatusFilter | None = Field(
+        default=None, description="A status, or `active` (queued+running) or `finished`."
+    )
+    type: str | None = Field(default=None, max_length=100, description="A job type.")
+    limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
+    cursor: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The `next_cursor` of the previous page.",
+    )
+
+
 class InvalidCursor(ValueError):
     """The cursor was not produced by this API (or was altered)."""
 

@@ -1,0 +1,121 @@
+"""The OpenAPI document of the app: FastAPI's, plus two things FastAPI cannot know.
+
+- Error responses are problem documents under ``application/problem+json`` only.
+- ``POST /jobs`` accepts exactly the public job types of the registry the app serves, each with
+  its payload schema: the request body is a ``oneOf`` discriminated by ``type``, so a client (or
+  a generator such as schemathesis) sees which types exist and what each payload must hold.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from jobs_core import Registry
+
+from jobs_api.problems import PROBLEM_MEDIA_TYPE, Problem
+from jobs_api.schemas import EnqueueIn
+
+_COMPONENTS = "#/components/schemas/"
+
+
+def openapi_builder(app: FastAPI, registry: Registry) -> Callable[[], dict[str, Any]]:
+    """The ``app.openapi`` function: builds the document once, then serves it from cache."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            _problems_as_problem_json(schema)
+            _document_job_types(schema, registry)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return openapi
+
+
+def _problems_as_problem_json(schema: dict[str, Any]) -> None:
+    for path_item in schema["paths"].values():
+        for operation in path_item.values():
+            for response in operation.get("responses", {}).values():
+                content = response.get("content", {})
+                if PROBLEM_MEDIA_TYPE in content:
+                    problem_schema = content.pop("application/json", {}).get("schema")
+                    content[PROBLEM_MEDIA_TYPE] = {"schema": problem_schema}
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    problem = Problem.model_json_schema(ref_template=_COMPONENTS + "{model}")
+    for name, definition in problem.pop("$defs", {}).items():
+        components.setdefault(name, definition)
+    components.setdefault("Problem", problem)
+
+
+def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
+    public = sorted((t for t in registry if t.public), key=lambda t: t.name)
+    if not public:
+        return  # nothing is enqueueable: the generic EnqueueIn stays, and every type is a 422
+    components = schema["components"]["schemas"]
+    dedup_key = EnqueueIn.model_json_schema()["properties"]["dedup_key"]
+    variants = {}
+    for job_type in public:
+        component = f"Enqueue_{_component_name(job_type.name)}"
+        payload: dict[str, Any] = {"type": "object"}
+        if job_type.payload_schema is not None:
+            payload = _hoist_defs(job_type.payload_schema.json_schema(), component, components)
+        variant = {
+            "type": "object",
+            "title": f"Enqueue {job_type.name}",
+            "description": job_type.description or f"Enqueue a `{job_type.name}` job.",
+            "properties": {
+                "type": {"type": "string", "const": job_type.name},
+                "payload": payload,
+                "dedup_key": dedup_key,
+            },
+            # A payload whose schema requires fields must be sent; an absent one is {}.
+            "required": ["type", "payload"] if payload.get("required") else ["type"],
+            "additionalProperties": False,
+        }
+        components[component] = variant
+        variants[job_type.name] = _COMPONENTS + component
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    body["schema"] = {
+        "oneOf": [{"$ref": ref} for ref in variants.values()],
+        "discriminator": {"propertyName": "type", "mapping": variants},
+    }
+
+
+def _component_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
+
+
+def _hoist_defs(
+    json_schema: dict[str, Any], prefix: str, components: dict[str, Any]
+) -> dict[str, Any]:
+    """Move a JSON Schema's local ``$defs`` into the components, rewriting its references."""
+    json_schema = copy.deepcopy(json_schema)
+    defs = json_schema.pop("$defs", {})
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {
+                key: (
+                    _COMPONENTS + f"{prefix}_{value.removeprefix('#/$defs/')}"
+                    if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/")
+                    else rewrite(value)
+                )
+                for key, value in node.items()
+            }
+        if isinstance(node, list):
+            return [rewrite(item) for item in node]
+        return node
+
+    for name, definition in defs.items():
+        components[f"{prefix}_{name}"] = rewrite(definition)
+    rewritten: dict[str, Any] = rewrite(json_schema)
+    return rewritten

@@ -1,0 +1,91 @@
+"""The job types the API tests serve, and small helpers that play the worker's part."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobs_core import (
+    DedupScope,
+    Job,
+    JobContext,
+    JobService,
+    JobType,
+    Outcome,
+    PayloadInvalid,
+    Registry,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class Greeting(BaseModel):
+    """The payload of the ``greet`` type."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    times: int = Field(default=1, ge=1, le=10)
+
+
+class ModelSchema:
+    """A :class:`~jobs_core.PayloadSchema` over a pydantic model (what a module would write)."""
+
+    def __init__(self, model: type[BaseModel]) -> None:
+        self.model = model
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The normalized payload, or ``PayloadInvalid`` with pydantic's field errors."""
+        try:
+            return self.model.model_validate(dict(payload)).model_dump()
+        except ValidationError as error:
+            raise PayloadInvalid(
+                [
+                    {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
+                    for e in error.errors()
+                ]
+            ) from None
+
+    def json_schema(self) -> dict[str, Any]:
+        """The model's JSON Schema."""
+        return self.model.model_json_schema()
+
+
+class BrokenSchema:
+    """A module bug: its validation raises something that is not a jobs error."""
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Always fails unexpectedly, with internals in the message."""
+        raise RuntimeError("secret internals: password=hunter2")
+
+    def json_schema(self) -> dict[str, Any]:
+        """Any object."""
+        return {"type": "object"}
+
+
+def _ok(ctx: JobContext) -> Mapping[str, Any]:
+    return {"echo": dict(ctx.payload)}
+
+
+def make_registry() -> Registry:
+    """Public types of each kind the routes treat differently, and one internal type."""
+    registry = Registry("api-tests")
+    registry.register(JobType("noop", _ok, public=True))
+    registry.register(JobType("greet", _ok, public=True, payload_schema=ModelSchema(Greeting)))
+    registry.register(JobType("exclusive", _ok, public=True, dedup_scope=DedupScope.ACTIVE))
+    registry.register(JobType("history", _ok, public=True, protected=True))
+    registry.register(JobType("internal", _ok))
+    return registry
+
+
+def claim(service: JobService, job_id: str) -> Job:
+    """Claim the queued jobs, as a worker would, and return the one with ``job_id``."""
+    claimed = {str(job.id): job for job in service.claim(1000)}
+    assert job_id in claimed, f"job {job_id} was not claimable"
+    return claimed[job_id]
+
+
+def finish(service: JobService, job_id: str, outcome: Outcome) -> Job:
+    """Claim the job and record ``outcome`` for its attempt."""
+    finished = service.complete(claim(service, job_id).ref, outcome)
+    assert finished is not None
+    return finished

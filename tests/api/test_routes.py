@@ -1,0 +1,589 @@
+"""Every route and every status code of the HTTP contract, on the in-memory store and on
+PostgreSQL, through httpx against the ASGI app."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from jobs_api.containers import Container
+from jobs_core import Cancelled, Done, Failed, FakeClock, JobService, JobType
+
+from tests.api.conftest import bearer
+from tests.api.helpers import BrokenSchema, claim, finish
+
+pytestmark = pytest.mark.anyio
+
+JOB_FIELDS = {
+    "id",
+    "type",
+    "status",
+    "progress",
+    "report",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "attempts",
+    "max_attempts",
+    "run_at",
+    "dedup_key",
+    "cancel_requested_at",
+}
+NOT_FOUND = {
+    "type": "urn:jobs:problem:job-not-found",
+    "title": "Not Found",
+    "status": 404,
+    "detail": "no such job",
+}
+ABSENT_ID = "01900000-0000-7000-8000-000000000000"
+
+
+def service_of(container: Container) -> JobService:
+    """The app's own service (the same store the routes use)."""
+    service: JobService = container.service()
+    return service
+
+
+async def enqueue(
+    client: httpx.AsyncClient, headers: dict[str, str], type_: str = "noop", **body: Any
+) -> dict[str, Any]:
+    """POST /jobs that must create a job; its representation."""
+    response = await client.post("/jobs", json={"type": type_, **body}, headers=headers)
+    assert response.status_code == 202, response.text
+    job: dict[str, Any] = response.json()
+    return job
+
+
+def assert_problem(response: httpx.Response, status: int) -> dict[str, Any]:
+    """The response is a problem document of ``status``; its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = response.json()
+    assert {"type", "title", "status", "detail"} <= body.keys()
+    assert body["status"] == status
+    return body
+
+
+# ---- health -----------------------------------------------------------------------------------
+
+
+async def test_healthz_answers_ok_without_a_token(client: httpx.AsyncClient) -> None:
+    response = await client.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}
+
+
+# ---- enqueue ----------------------------------------------------------------------------------
+
+
+async def test_enqueue_answers_202_with_location_and_the_row_exists_at_once(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    response = await client.post("/jobs", json={"type": "noop", "payload": {"x": 1}}, headers=as_a)
+    assert response.status_code == 202
+    job = response.json()
+    assert set(job) == JOB_FIELDS
+    assert job["status"] == "queued"
+    assert job["attempts"] == 0
+    assert response.headers["location"] == f"/jobs/{job['id']}"
+
+    polled = await client.get(response.headers["location"], headers=as_a)
+    assert polled.status_code == 200
+    assert polled.json() == job
+
+
+async def test_enqueue_with_a_held_key_answers_200_with_the_existing_job(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    first = await enqueue(client, as_a, "noop", dedup_key="reconcile:42")
+    again = await client.post(
+        "/jobs", json={"type": "noop", "dedup_key": "reconcile:42"}, headers=as_a
+    )
+    assert again.status_code == 200
+    assert "location" not in again.headers
+    assert again.json()["id"] == first["id"]
+    assert again.json()["dedup_key"] == "reconcile:42"
+
+
+async def test_enqueue_validates_the_payload_with_the_type_schema(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    ok = await enqueue(client, as_a, "greet", payload={"name": "Ada"})
+    assert (await client.get(f"/jobs/{ok['id']}", headers=as_a)).json()["type"] == "greet"
+
+    response = await client.post(
+        "/jobs", json={"type": "greet", "payload": {"times": 0, "extra": 1}}, headers=as_a
+    )
+    body = assert_problem(response, 422)
+    assert body["type"] == "urn:jobs:problem:payload-invalid"
+    locs = {tuple(error["loc"]) for error in body["errors"]}
+    assert locs == {
+        ("body", "payload", "name"),
+        ("body", "payload", "times"),
+        ("body", "payload", "extra"),
+    }
+    assert all(error["msg"] for error in body["errors"])
+
+
+async def test_unknown_and_non_public_types_are_refused_alike(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    unknown = assert_problem(await client.post("/jobs", json={"type": "nope"}, headers=as_a), 422)
+    internal = assert_problem(
+        await client.post("/jobs", json={"type": "internal"}, headers=as_a), 422
+    )
+    assert unknown == {
+        "type": "urn:jobs:problem:unknown-job-type",
+        "title": "Unprocessable Entity",
+        "status": 422,
+        "detail": "unknown job type 'nope'",
+        "errors": [
+            {"loc": ["body", "type"], "msg": "unknown job type 'nope'", "type": "unknown_job_type"}
+        ],
+    }
+    assert internal == {
+        key: value.replace("nope", "internal") if isinstance(value, str) else value
+        for key, value in unknown.items()
+        if key != "errors"
+    } | {
+        "errors": [
+            {
+                "loc": ["body", "type"],
+                "msg": "unknown job type 'internal'",
+                "type": "unknown_job_type",
+            }
+        ]
+    }
+    assert (await client.get("/jobs/stats", headers=as_a)).json()["queued"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "loc"),
+    [
+        ({}, ["body", "type"]),
+        ({"type": ""}, ["body", "type"]),
+        ({"type": "noop", "payload": [1]}, ["body", "payload"]),
+        ({"type": "noop", "dedup_key": ""}, ["body", "dedup_key"]),
+        ({"type": "noop", "priority": 1}, ["body", "priority"]),
+    ],
+)
+async def test_a_malformed_enqueue_body_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, as_a: dict[str, str], body: dict[str, Any], loc: list[str]
+) -> None:
+    problem = assert_problem(await client.post("/jobs", json=body, headers=as_a), 422)
+    assert problem["type"] == "urn:jobs:problem:invalid-request"
+    assert [error["loc"] for error in problem["errors"]] == [loc]
+
+
+async def test_invalid_json_is_a_422(client: httpx.AsyncClient, as_a: dict[str, str]) -> None:
+    response = await client.post(
+        "/jobs", content=b'{"type": ', headers={**as_a, "Content-Type": "application/json"}
+    )
+    assert_problem(response, 422)
+
+
+async def test_a_body_over_the_limit_is_a_413_declared_or_streamed(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    limit = int(container.config.max_body_bytes())
+    padding = "x" * limit
+    declared = await client.post(
+        "/jobs", json={"type": "noop", "payload": {"pad": padding}}, headers=as_a
+    )
+    body = assert_problem(declared, 413)
+    assert str(limit) in body["detail"]
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"type": "noop", "payload": {"pad": "'
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+        yield b'"}}'
+
+    streamed = await client.post(
+        "/jobs", content=chunks(), headers={**as_a, "Content-Type": "application/json"}
+    )
+    assert "content-length" not in streamed.request.headers
+    assert assert_problem(streamed, 413) == body
+    assert (await client.get("/jobs/stats", headers=as_a)).json()["queued"] == 0
+
+
+async def test_a_body_under_the_limit_passes(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    job = await enqueue(client, as_a, "noop", payload={"pad": "x" * 500_000})
+    assert job["status"] == "queued"
+
+
+async def test_an_unexpected_error_is_a_500_problem_that_leaks_nothing(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    # A module's schema with a bug: not a jobs error, so nothing maps it but the 500 handler.
+    container.registry().register(
+        JobType("broken", lambda ctx: None, public=True, payload_schema=BrokenSchema())
+    )
+    response = await client.post("/jobs", json={"type": "broken"}, headers=as_a)
+    body = assert_problem(response, 500)
+    assert body["detail"] == "an unexpected error occurred"
+    assert "hunter2" not in response.text
+    assert "Traceback" not in response.text
+
+
+# ---- read -------------------------------------------------------------------------------------
+
+
+async def test_get_job_shows_the_whole_life_of_a_job(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container, clock: FakeClock
+) -> None:
+    job = await enqueue(client, as_a, "noop", payload={"k": "v"}, dedup_key="k1")
+    clock.advance(5)
+    running = claim(service_of(container), job["id"])
+    service_of(container).store.save_progress(running.ref, {"done": 1, "total": 2}, clock.now())
+    seen = (await client.get(f"/jobs/{job['id']}", headers=as_a)).json()
+    assert seen["status"] == "running"
+    assert seen["attempts"] == 1
+    assert seen["progress"]["done"] == 1
+    assert seen["started_at"] is not None
+    assert "lease" not in seen
+    assert "org_id" not in seen
+
+    clock.advance(5)
+    service_of(container).complete(running.ref, Done({"rows": 3}))
+    done = (await client.get(f"/jobs/{job['id']}", headers=as_a)).json()
+    assert set(done) == JOB_FIELDS
+    assert done["status"] == "done"
+    assert done["report"] == {"rows": 3}
+    assert done["finished_at"] is not None
+    assert done["dedup_key"] == "k1"
+
+
+async def test_absent_and_malformed_ids_share_one_404_body(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    absent = await client.get(f"/jobs/{ABSENT_ID}", headers=as_a)
+    malformed = await client.get("/jobs/not-a-uuid", headers=as_a)
+    assert assert_problem(absent, 404) == NOT_FOUND
+    assert malformed.content == absent.content
+    assert malformed.headers["content-type"] == absent.headers["content-type"]
+
+
+# ---- list and stats ---------------------------------------------------------------------------
+
+
+async def _jobs_in_every_status(
+    client: httpx.AsyncClient, headers: dict[str, str], container: Container, clock: FakeClock
+) -> dict[str, str]:
+    """One job per status for the org of ``headers``; their ids by status."""
+    service = service_of(container)
+    ids = {}
+    for status in ("done", "failed", "cancelled", "running", "queued"):
+        ids[status] = (await enqueue(client, headers, "noop"))["id"]
+        clock.advance(1)
+        if status == "done":
+            finish(service, ids[status], Done())
+        elif status == "failed":
+            finish(service, ids[status], Failed("it broke"))
+        elif status == "cancelled":
+            finish(service, ids[status], Cancelled())
+        elif status == "running":
+            claim(service, ids[status])
+    return ids
+
+
+async def test_list_is_newest_first_and_filters_by_status_group_and_type(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container, clock: FakeClock
+) -> None:
+    ids = await _jobs_in_every_status(client, as_a, container, clock)
+    greet = (await enqueue(client, as_a, "greet", payload={"name": "x"}))["id"]
+
+    async def listed(query: str) -> list[str]:
+        response = await client.get(f"/jobs{query}", headers=as_a)
+        assert response.status_code == 200, response.text
+        assert response.json()["next_cursor"] is None
+        return [item["id"] for item in response.json()["items"]]
+
+    everything = [greet, ids["queued"], ids["running"], ids["cancelled"], ids["failed"]]
+    assert await listed("") == [*everything, ids["done"]]
+    for status in ("queued", "running", "done", "failed", "cancelled"):
+        expected = [ids[status]] if status != "queued" else [greet, ids["queued"]]
+        assert await listed(f"?status={status}") == expected
+    assert await listed("?status=active") == [greet, ids["queued"], ids["running"]]
+    assert await listed("?status=finished") == [ids["cancelled"], ids["failed"], ids["done"]]
+    assert await listed("?type=greet") == [greet]
+    assert await listed("?type=greet&status=finished") == []
+
+
+async def test_list_pages_with_an_opaque_cursor(
+    client: httpx.AsyncClient, as_a: dict[str, str], clock: FakeClock
+) -> None:
+    created = []
+    for i in range(7):
+        created.append((await enqueue(client, as_a, "noop", payload={"i": i}))["id"])
+        if i % 2:  # several jobs share a created_at: the id breaks the tie
+            clock.advance(1)
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        query = "?limit=3" + (f"&cursor={cursor}" if cursor else "")
+        page = (await client.get(f"/jobs{query}", headers=as_a)).json()
+        pages += 1
+        seen += [item["id"] for item in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == list(reversed(created))
+
+
+async def test_list_limit_is_bounded_and_a_bad_cursor_is_a_422(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    for query in ("?limit=0", "?limit=201", "?limit=x", "?status=zombie"):
+        assert_problem(await client.get(f"/jobs{query}", headers=as_a), 422)
+    assert (await client.get("/jobs?limit=200", headers=as_a)).status_code == 200
+    for cursor in ("abc", "%%%", "MjAyNi0wMS0wMXxub3QtYS11dWlk", "bm90aGluZw"):
+        body = assert_problem(await client.get(f"/jobs?cursor={cursor}", headers=as_a), 422)
+        assert body["errors"][0]["loc"] == ["query", "cursor"]
+
+
+async def test_stats_count_each_status_and_the_active_total(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container, clock: FakeClock
+) -> None:
+    await _jobs_in_every_status(client, as_a, container, clock)
+    await enqueue(client, as_a, "noop")
+    response = await client.get("/jobs/stats", headers=as_a)
+    assert response.status_code == 200
+    assert response.json() == {
+        "queued": 2,
+        "running": 1,
+        "done": 1,
+        "failed": 1,
+        "cancelled": 1,
+        "active": 3,
+    }
+
+
+# ---- cancel, retry, delete --------------------------------------------------------------------
+
+
+async def test_cancel_a_queued_job_at_once(client: httpx.AsyncClient, as_a: dict[str, str]) -> None:
+    job = await enqueue(client, as_a)
+    response = await client.post(f"/jobs/{job['id']}/cancel", headers=as_a)
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    assert response.json()["finished_at"] is not None
+
+
+async def test_cancel_a_running_job_requests_it(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    job = await enqueue(client, as_a)
+    claim(service_of(container), job["id"])
+    response = await client.post(f"/jobs/{job['id']}/cancel", headers=as_a)
+    assert response.status_code == 200
+    assert response.json()["status"] == "running"
+    assert response.json()["cancel_requested_at"] is not None
+
+
+async def test_cancel_a_finished_job_is_a_409(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    job = await enqueue(client, as_a)
+    finish(service_of(container), job["id"], Done())
+    body = assert_problem(await client.post(f"/jobs/{job['id']}/cancel", headers=as_a), 409)
+    assert body["type"] == "urn:jobs:problem:invalid-transition"
+    assert body["detail"] == "cannot cancel a job that is done"
+
+
+async def test_retry_a_failed_or_cancelled_job(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    failed = await enqueue(client, as_a)
+    finish(service_of(container), failed["id"], Failed("boom"))
+    cancelled = await enqueue(client, as_a)
+    await client.post(f"/jobs/{cancelled['id']}/cancel", headers=as_a)
+    for job in (failed, cancelled):
+        response = await client.post(f"/jobs/{job['id']}/retry", headers=as_a)
+        assert response.status_code == 200
+        assert response.json()["status"] == "queued"
+        assert response.json()["attempts"] == 0
+        assert response.json()["error"] is None
+
+
+async def test_retry_is_a_409_for_an_active_or_done_job(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    queued = await enqueue(client, as_a)
+    body = assert_problem(await client.post(f"/jobs/{queued['id']}/retry", headers=as_a), 409)
+    assert body["detail"] == "cannot retry a job that is queued"
+    finish(service_of(container), queued["id"], Done())
+    assert_problem(await client.post(f"/jobs/{queued['id']}/retry", headers=as_a), 409)
+
+
+async def test_retry_is_a_409_when_another_job_holds_the_key(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    first = await enqueue(client, as_a, "exclusive", dedup_key="crawl:site-1")
+    await client.post(f"/jobs/{first['id']}/cancel", headers=as_a)
+    holder = await enqueue(client, as_a, "exclusive", dedup_key="crawl:site-1")
+    body = assert_problem(await client.post(f"/jobs/{first['id']}/retry", headers=as_a), 409)
+    assert body["type"] == "urn:jobs:problem:dedup-conflict"
+    assert "crawl:site-1" in body["detail"]
+    assert (await client.get(f"/jobs/{first['id']}", headers=as_a)).json()["status"] == (
+        "cancelled"
+    )
+    assert (await client.get(f"/jobs/{holder['id']}", headers=as_a)).json()["status"] == "queued"
+
+
+async def test_delete_a_finished_job(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    job = await enqueue(client, as_a)
+    finish(service_of(container), job["id"], Done())
+    response = await client.delete(f"/jobs/{job['id']}", headers=as_a)
+    assert response.status_code == 204
+    assert response.content == b""
+    assert (await client.get(f"/jobs/{job['id']}", headers=as_a)).json() == NOT_FOUND
+    assert_problem(await client.delete(f"/jobs/{job['id']}", headers=as_a), 404)
+
+
+async def test_delete_an_active_job_is_a_409(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    running = await enqueue(client, as_a)
+    claim(service_of(container), running["id"])
+    queued = await enqueue(client, as_a)
+    for job, status in ((queued, "queued"), (running, "running")):
+        body = assert_problem(await client.delete(f"/jobs/{job['id']}", headers=as_a), 409)
+        assert body["detail"] == f"cannot delete a job that is {status}"
+    assert (await client.get("/jobs/stats", headers=as_a)).json()["active"] == 2
+
+
+async def test_delete_a_protected_job_is_a_409_that_says_why(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    job = await enqueue(client, as_a, "history")
+    finish(service_of(container), job["id"], Done())
+    body = assert_problem(await client.delete(f"/jobs/{job['id']}", headers=as_a), 409)
+    assert body["detail"] == "jobs of type 'history' are domain history and are never deleted"
+    assert (await client.get(f"/jobs/{job['id']}", headers=as_a)).status_code == 200
+
+
+# ---- authentication ---------------------------------------------------------------------------
+
+AUTHED_ROUTES = [
+    ("GET", "/jobs"),
+    ("GET", "/jobs/stats"),
+    ("POST", "/jobs"),
+    ("GET", f"/jobs/{ABSENT_ID}"),
+    ("POST", f"/jobs/{ABSENT_ID}/cancel"),
+    ("POST", f"/jobs/{ABSENT_ID}/retry"),
+    ("DELETE", f"/jobs/{ABSENT_ID}"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), AUTHED_ROUTES)
+async def test_every_jobs_route_needs_a_valid_token_and_401s_alike(
+    client: httpx.AsyncClient,
+    container: Container,
+    clock: FakeClock,
+    method: str,
+    path: str,
+) -> None:
+    from jobs_api.auth import issue_token, revoke_token
+
+    revoked, _ = issue_token(container.token_store(), "org-a", "old", clock.now())
+    assert revoke_token(container.token_store(), revoked)
+    unknown = "jobs_" + "A" * 43
+    attempts: list[dict[str, str]] = [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer not-a-token"},
+        {"Authorization": f"Basic {unknown}"},
+        {"Authorization": unknown},
+        bearer(unknown),
+        bearer(revoked),
+        bearer(revoked + "x"),
+    ]
+    bodies = set()
+    for headers in attempts:
+        response = await client.request(method, path, json={"type": "noop"}, headers=headers)
+        assert_problem(response, 401)
+        assert response.headers["www-authenticate"] == "Bearer"
+        bodies.add(response.content)
+    assert bodies == {
+        b'{"type":"about:blank","title":"Unauthorized","status":401,'
+        b'"detail":"a valid bearer token is required"}'
+    }
+
+
+async def test_the_bearer_scheme_is_case_insensitive(
+    client: httpx.AsyncClient, token_a: str
+) -> None:
+    response = await client.get("/jobs", headers={"Authorization": f"bearer {token_a}"})
+    assert response.status_code == 200
+
+
+# ---- errors outside the routes ----------------------------------------------------------------
+
+
+async def test_unknown_route_and_wrong_method_are_problems(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    missing = assert_problem(await client.get("/nowhere", headers=as_a), 404)
+    assert missing["type"] == "about:blank"
+    wrong = await client.put("/jobs", headers=as_a)
+    assert_problem(wrong, 405)
+    assert wrong.headers["allow"] == "GET, POST"
+
+
+async def test_openapi_documents_every_route_with_models_and_problems(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    operations = {
+        (method.upper(), path): operation
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+    }
+    assert set(operations) == {
+        ("GET", "/healthz"),
+        ("POST", "/jobs"),
+        ("GET", "/jobs"),
+        ("GET", "/jobs/stats"),
+        ("GET", "/jobs/{job_id}"),
+        ("POST", "/jobs/{job_id}/cancel"),
+        ("POST", "/jobs/{job_id}/retry"),
+        ("DELETE", "/jobs/{job_id}"),
+    }
+    problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
+    for (method, path), operation in operations.items():
+        responses = operation["responses"]
+        success = [code for code in responses if code.startswith("2")]
+        assert success, (method, path)
+        errors = {code: r for code, r in responses.items() if code[0] in "45"}
+        for code, response in errors.items():
+            assert response["content"] == {"application/problem+json": problem_ref}, code
+        if path != "/healthz":
+            assert "401" in errors, (method, path)
+            assert operation["security"] == [{"BearerToken": []}]
+        if "{job_id}" in path:
+            assert "404" in errors
+        if path.startswith("/jobs/{job_id}/") or method == "DELETE":
+            assert "409" in errors
+    enqueue_op = operations[("POST", "/jobs")]["responses"]
+    assert enqueue_op["202"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/JobOut"
+    }
+    assert "Location" in enqueue_op["202"]["headers"]
+    assert {"200", "413", "422"} <= enqueue_op.keys()
+    assert schema["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
+    assert set(schema["components"]["schemas"]["Problem"]["required"]) == {
+        "type",
+        "title",
+        "status",
+        "detail",
+    }
