@@ -89,3 +89,7 @@ def finish(service: JobService, job_id: str, outcome: Outcome) -> Job:
     finished = service.complete(claim(service, job_id).ref, outcome)
     assert finished is not None
     return finished
+
+
+registry = make_registry()
+"""The registry a real API process serves in the HTTP tests (``--registry``)."""

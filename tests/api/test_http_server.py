@@ -1,0 +1,161 @@
+"""The API as a real process: ``python -m jobs_api`` under uvicorn on a free port, called over
+real HTTP with httpx, stopped with SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jobs_api.auth import TokenStore, issue_token
+from jobs_core import SystemClock
+
+ROOT = Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT_S = 60
+pytestmark = pytest.mark.slow
+
+
+class ApiProcess:
+    """A running ``python -m jobs_api`` and its base URL."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobs_api",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",  # the OS picks a free port; uvicorn logs the one it bound
+                "--registry",
+                "tests.api.helpers:registry",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.log: list[str] = []
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, args=(lines,), daemon=True).start()
+        self.base_url = self._wait_for_port(lines)
+
+    def _pump(self, lines: queue.Queue[str | None]) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.log.append(line)
+            lines.put(line)
+        lines.put(None)
+
+    def _wait_for_port(self, lines: queue.Queue[str | None]) -> str:
+        while True:
+            try:
+                line = lines.get(timeout=STARTUP_TIMEOUT_S)
+            except queue.Empty:
+                self.stop()
+                raise AssertionError("the API did not start:\n" + "".join(self.log)) from None
+            if line is None:
+                raise AssertionError("the API exited at startup:\n" + "".join(self.log))
+            match = re.search(r"Uvicorn running on (http://\S+)", line)
+            if match:
+                return match.group(1)
+
+    def stop(self) -> None:
+        """SIGTERM, and check the server shut down gracefully.
+
+        Uvicorn finishes its shutdown (lifespan included), then re-raises the signal it caught,
+        so the process ends by SIGTERM as any signalled process would.
+        """
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        code = self.process.wait(timeout=30)
+        assert code in (0, -signal.SIGTERM), "".join(self.log)
+
+    @property
+    def shut_down_cleanly(self) -> bool:
+        """Whether the app's shutdown ran to completion."""
+        return any("Application shutdown complete" in line for line in self.log)
+
+
+@pytest.fixture
+def start_api() -> Iterator[Callable[[dict[str, str]], ApiProcess]]:
+    """Start API processes; each is stopped at the end of the test."""
+    started: list[ApiProcess] = []
+
+    def start(env: dict[str, str]) -> ApiProcess:
+        started.append(ApiProcess(env))
+        return started[-1]
+
+    yield start
+    for api in started:
+        api.stop()
+
+
+def test_a_real_server_answers_and_stops_cleanly_on_sigterm(
+    start_api: Callable[[dict[str, str]], ApiProcess],
+) -> None:
+    api = start_api({"JOBS_STORE": "memory", "JOBS_MAX_BODY_BYTES": "4096"})
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+
+        anonymous = http.get("/jobs")
+        assert anonymous.status_code == 401
+        assert anonymous.headers["www-authenticate"] == "Bearer"
+        assert anonymous.headers["content-type"] == "application/problem+json"
+
+        too_large = http.post("/jobs", json={"type": "noop", "payload": {"pad": "x" * 8192}})
+        assert too_large.status_code == 413
+        assert too_large.json()["detail"] == "the request body is larger than 4096 bytes"
+
+        schema = http.get("/openapi.json").json()
+        assert "/jobs/{job_id}/retry" in schema["paths"]
+    api.stop()
+    assert api.shut_down_cleanly
+
+
+@pytest.mark.postgres
+def test_enqueue_and_poll_over_real_http_on_postgres(
+    start_api: Callable[[dict[str, str]], ApiProcess], pg_url: str, pg_engine: Any
+) -> None:
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    tokens: TokenStore = PostgresTokenStore(pg_engine)
+    token, _ = issue_token(tokens, "org-http", "http test", SystemClock().now())
+    other, _ = issue_token(tokens, "org-other", "http test", SystemClock().now())
+    api = start_api({"JOBS_DATABASE_URL": pg_url, "JOBS_STORE": "postgres"})
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+        assert http.get("/healthz").status_code == 200
+        created = http.post(
+            "/jobs", json={"type": "greet", "payload": {"name": "Ada"}}, headers=auth
+        )
+        assert created.status_code == 202
+        polled = http.get(created.headers["location"], headers=auth)
+        assert polled.status_code == 200
+        assert polled.json()["status"] == "queued"
+        assert polled.json()["type"] == "greet"
+
+        foreign = http.get(
+            created.headers["location"], headers={"Authorization": f"Bearer {other}"}
+        )
+        assert foreign.status_code == 404
+
+        cancelled = http.post(f"{created.headers['location']}/cancel", headers=auth)
+        assert cancelled.json()["status"] == "cancelled"
+        assert (
+            http.get("/jobs?status=finished", headers=auth).json()["items"][0]["id"]
+            == (created.json()["id"])
+        )
+    api.stop()
+    assert api.shut_down_cleanly

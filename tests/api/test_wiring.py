@@ -1,0 +1,71 @@
+"""Settings, the container's choices and the registry composition."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from jobs_api.__main__ import load_registry
+from jobs_api.auth import InMemoryTokenStore
+from jobs_api.containers import build_container, compose_registry
+from jobs_api.settings import ApiSettings
+from jobs_core import DuplicateJobType, InMemoryJobStore, JobType, Registry
+
+
+def test_settings_come_from_jobs_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBS_DATABASE_URL", "postgresql+psycopg://db.example/jobs")
+    monkeypatch.setenv("JOBS_DATA_DIR", "/srv/jobs")
+    monkeypatch.setenv("JOBS_DEMO_TYPES", "1")
+    monkeypatch.setenv("JOBS_MAX_BODY_BYTES", "2048")
+    monkeypatch.setenv("JOBS_STORE", "memory")
+    settings = ApiSettings()
+    assert settings.database_url == "postgresql+psycopg://db.example/jobs"
+    assert settings.data_dir == Path("/srv/jobs")
+    assert settings.demo_types is True
+    assert settings.max_body_bytes == 2048
+    assert settings.store == "memory"
+
+
+def test_settings_defaults_and_bad_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DATABASE_URL", "DATA_DIR", "DEMO_TYPES", "MAX_BODY_BYTES", "STORE"):
+        monkeypatch.delenv(f"JOBS_{name}", raising=False)
+    settings = ApiSettings()
+    assert settings.database_url is None
+    assert settings.data_dir == Path(".data")
+    assert settings.store == "postgres"
+    assert settings.max_body_bytes == 1024 * 1024
+    monkeypatch.setenv("JOBS_STORE", "sqlite")
+    with pytest.raises(ValueError, match="store"):
+        ApiSettings()
+
+
+def test_the_memory_selection_builds_one_store_per_container() -> None:
+    container = build_container(ApiSettings(store="memory"))
+    assert isinstance(container.store(), InMemoryJobStore)
+    assert isinstance(container.token_store(), InMemoryTokenStore)
+    assert container.service().store is container.store()
+    assert container.service() is container.service()
+    other = build_container(ApiSettings(store="memory"))
+    assert other.store() is not container.store()
+
+
+def test_registries_compose_and_names_stay_unique() -> None:
+    first, second = Registry("a"), Registry("b")
+    first.register(JobType("one", lambda ctx: None, public=True))
+    second.register(JobType("two", lambda ctx: None))
+    assert compose_registry([first, second]).names() == ["one", "two"]
+    clash = Registry("c")
+    clash.register(JobType("one", lambda ctx: None))
+    with pytest.raises(DuplicateJobType):
+        compose_registry([first, clash])
+    assert build_container(ApiSettings(store="memory"), [first]).registry().names() == ["one"]
+
+
+def test_registry_specs_on_the_command_line() -> None:
+    assert "greet" in load_registry("tests.api.helpers:registry")
+    with pytest.raises(ValueError, match="module:attribute"):
+        load_registry("tests.api.helpers")
+    with pytest.raises(TypeError, match="not a Registry"):
+        load_registry("tests.api.helpers:make_registry")
+    with pytest.raises(ImportError):
+        load_registry("no_such_module_here:registry")
