@@ -580,6 +580,11 @@ async def test_openapi_documents_every_route_with_models_and_problems(
     }
     assert "Location" in enqueue_op["202"]["headers"]
     assert {"200", "413", "422"} <= enqueue_op.keys()
+    body = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]["schema"]
+    assert set(body["discriminator"]["mapping"]) == {"noop", "greet", "exclusive", "history"}
+    greet = schema["components"]["schemas"]["Enqueue_greet"]
+    assert greet["required"] == ["type", "payload"]
+    assert greet["properties"]["payload"]["required"] == ["name"]
     assert schema["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
     assert set(schema["components"]["schemas"]["Problem"]["required"]) == {
         "type",

@@ -1,8 +1,9 @@
 """``python -m jobs_api [--host H] [--port P] [--registry module:attribute ...]``.
 
 The ``jobs api`` command is the usual way to start the API (it adds the modules it ships);
-this entry point serves the registries named on the command line, imported by path so that the
-API never depends on the packages that define job types.
+this entry point serves the registries named on the command line, plus the demo types
+(``jobs_worker.demo:registry``) when ``JOBS_DEMO_TYPES=1``. They are imported by name, so the API
+package never depends on the packages that define job types.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from jobs_core import Registry
 from jobs_api.app import serve
 from jobs_api.containers import build_container
 from jobs_api.settings import ApiSettings
+
+DEMO_REGISTRY = "jobs_worker.demo:registry"
 
 
 def load_registry(spec: str) -> Registry:
@@ -43,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         help="a job type registry to serve (repeatable)",
     )
     args = parser.parse_args(argv)
+    specs = [*args.registry, *([DEMO_REGISTRY] if settings.demo_types else [])]
     try:
-        registries = [load_registry(spec) for spec in args.registry]
+        registries = [load_registry(spec) for spec in specs]
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         parser.error(str(error))
     serve(build_container(settings, registries), host=args.host, port=args.port)

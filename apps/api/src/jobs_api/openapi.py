@@ -88,6 +88,7 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         "oneOf": [{"$ref": ref} for ref in variants.values()],
         "discriminator": {"propertyName": "type", "mapping": variants},
     }
+    components.pop(EnqueueIn.__name__, None)  # replaced by the variants, referenced nowhere
 
 
 def _component_name(name: str) -> str:
