@@ -156,11 +156,16 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class Requeue:
-    """Put the job back in the queue to run again at ``run_at`` (retryable error, or sweep)."""
+    """Put the job back in the queue to run again at ``run_at`` (retryable error, or sweep).
+
+    ``refund_attempt``: the attempt is handed back unfinished by a worker that is shutting down,
+    so it does not count against ``max_attempts`` (``attempts`` goes back down by one).
+    """
 
     run_at: datetime
     error: str | None = None
     report: Mapping[str, Any] | None = None
+    refund_attempt: bool = False
 
 
 Outcome = Done | Failed | Cancelled | Requeue
@@ -234,6 +239,7 @@ def finish(job: Job, outcome: Outcome, now: datetime) -> Job:
         return dataclasses.replace(
             job,
             status=Status.QUEUED,
+            attempts=max(0, job.attempts - 1) if outcome.refund_attempt else job.attempts,
             run_at=outcome.run_at,
             error=outcome.error,
             report=outcome.report if outcome.report is not None else job.report,

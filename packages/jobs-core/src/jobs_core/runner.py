@@ -12,7 +12,7 @@ import inspect
 import logging
 import threading
 import traceback
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -30,18 +30,19 @@ _CANCEL_POLL_S = 0.05
 _thread_loops = threading.local()
 
 
-def execute(job_type: JobType, ctx: JobContext, now: datetime) -> Outcome:
+def execute(job_type: JobType, ctx: JobContext, now: datetime | Callable[[], datetime]) -> Outcome:
     """Run the handler of ``ctx.job`` and return the outcome of this attempt.
 
-    ``now`` is read after the handler returns (it is a callable's result at the call site), so
-    backoff counts from the end of the attempt.
+    ``now`` may be a clock's ``now`` method: it is then read after the handler returns, so the
+    backoff of a retryable error counts from the end of the attempt, not from its start.
     """
     try:
         result = _call(job_type, ctx)
     except JobCancelled as cancelled:
         return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
     except Exception as error:
-        outcome = failure_outcome(job_type, ctx.job, error, now)
+        ended = now() if callable(now) else now
+        outcome = failure_outcome(job_type, ctx.job, error, ended)
         if isinstance(outcome, Requeue) and ctx.cancelled and not isinstance(error, JobTimeout):
             # a retry would run a job somebody asked to stop
             return Cancelled(report={"reason": ctx.cancel_reason, "error": outcome.error})
