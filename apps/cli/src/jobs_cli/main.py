@@ -144,8 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Serve the HTTP API with uvicorn until SIGINT/SIGTERM. The API reads its own JOBS_ "
         "settings (see README.md).",
     )
-    api.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
-    api.add_argument("--port", type=_port, default=8000, help="TCP port (default: 8000)")
+    api.add_argument("--host", help="interface to bind (default: JOBS_API_HOST, else 127.0.0.1)")
+    api.add_argument("--port", type=_port, help="TCP port (default: JOBS_API_PORT, else 8000)")
 
     worker = _add(
         sub,
@@ -171,8 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
         "and print a token for it, then serve the API and run a worker with the demo types "
         "(noop, sleep, fail, crash). Ctrl-C stops everything.",
     )
-    dev.add_argument("--host", default="127.0.0.1", help="API interface (default: 127.0.0.1)")
-    dev.add_argument("--port", type=_port, default=8000, help="API port (default: 8000)")
+    dev.add_argument("--host", help="API interface (default: JOBS_API_HOST, else 127.0.0.1)")
+    dev.add_argument("--port", type=_port, help="API port (default: JOBS_API_PORT, else 8000)")
     dev.add_argument(
         "--concurrency", type=_positive_int, metavar="N", help="worker slots (default: 4)"
     )

@@ -32,7 +32,7 @@ from types import FrameType
 
 from jobs_cli import db, process
 from jobs_cli.commands.admin import issue, migrate_url
-from jobs_cli.errors import CliError, redact_url
+from jobs_cli.errors import CliError, UsageError, redact_url
 from jobs_cli.settings import CliSettings
 
 STOP_GRACE_S = 20.0
@@ -56,12 +56,16 @@ class _StopRequested(Exception):
 
 @contextmanager
 def _stop_signals(stop: threading.Event) -> Iterator[None]:
-    """Turn SIGINT/SIGTERM into ``stop`` for the duration (restored afterwards)."""
+    """Turn SIGINT/SIGTERM/SIGHUP into ``stop`` for the duration (restored afterwards)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP too: closing the terminal should stop the tree as cleanly as Ctrl-C.
+    signals = [signal.SIGINT, signal.SIGTERM]
+    if hasattr(signal, "SIGHUP"):
+        signals.append(signal.SIGHUP)
+    previous = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
@@ -82,6 +86,19 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def _env_port() -> int:
+    raw = os.environ.get("JOBS_API_PORT", "").strip()
+    if not raw:
+        return 8000
+    try:
+        port = int(raw)
+    except ValueError:
+        raise UsageError(f"JOBS_API_PORT={raw!r} is not a port number") from None
+    if not 0 < port < 65536:
+        raise UsageError(f"JOBS_API_PORT={raw!r} is not a port number")
+    return port
 
 
 def _client_host(host: str) -> str:
@@ -173,7 +190,8 @@ def _run(
     stop: threading.Event,
     children: list[subprocess.Popen[bytes]],
 ) -> int:
-    host, port = args.host, args.port
+    host: str = args.host or os.environ.get("JOBS_API_HOST", "").strip() or "127.0.0.1"
+    port: int = args.port or _env_port()
     if not _port_free(host, port):
         raise CliError(f"port {port} on {host} is already in use; choose another with --port")
 

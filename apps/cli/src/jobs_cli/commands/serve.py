@@ -45,5 +45,7 @@ def api(args: argparse.Namespace, settings: CliSettings) -> int:
         demo_types=settings.demo_types,
     )
     container = build_container(api_settings, module_registries(settings.demo_types))
-    serve(container, host=args.host, port=args.port)
+    host = args.host if args.host is not None else api_settings.api_host
+    port = args.port if args.port is not None else api_settings.api_port
+    serve(container, host=host, port=port)
     return 0
