@@ -627,3 +627,18 @@ def test_a_zombie_whose_cancellation_was_requested_ends_cancelled(
     assert ended.dedup_key is None
     assert failures == []
     assert service.claim(5) == []
+
+
+def test_a_refunded_requeue_hands_the_attempt_back(
+    service: JobService, store: JobStore, clock: FakeClock
+) -> None:
+    """A worker shutting down returns its unfinished attempt without consuming max_attempts."""
+    service.enqueue(ORG, "crawl", dedup_key="crawl:r")
+    running = claim_one(service)
+    assert running.attempts == 1
+    back = store.finish(running.ref, Requeue(run_at=clock.now(), refund_attempt=True), clock.now())
+    assert back is not None
+    assert back.status is Status.QUEUED
+    assert back.attempts == 0
+    assert back.dedup_key == "crawl:r"
+    assert claim_one(service).attempts == 1
