@@ -1,0 +1,94 @@
+"""The composition root of the worker: one dependency-injector container.
+
+``config`` comes from :class:`~jobs_worker.settings.WorkerSettings`; ``registry`` is an input
+(:func:`jobs_worker.registries.worker_registry` composes it). The PostgreSQL engine is a
+``Resource`` disposed by ``shutdown_resources()``. Tests override providers
+(``container.store.override(providers.Object(InMemoryJobStore()))``), never modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dependency_injector import containers, providers
+from jobs_core import JobService, JobStore, Registry, SystemClock, Wakeup
+
+from jobs_worker.settings import WorkerSettings
+from jobs_worker.worker import Worker, WorkerConfig
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+
+def _database_url(url: str | None, data_dir: Path | str) -> str:
+    from jobs_postgres.database import resolve_database_url
+
+    return resolve_database_url(url, Path(data_dir))
+
+
+def _engine(url: str) -> Iterator[Engine]:
+    from jobs_postgres.database import create_engine
+
+    engine = create_engine(url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _postgres_store(engine: Engine) -> JobStore:
+    from jobs_postgres.store import PostgresJobStore
+
+    return PostgresJobStore(engine)
+
+
+def _postgres_wakeup(url: str) -> Wakeup:
+    from jobs_postgres.wakeup import PostgresWakeup
+
+    return PostgresWakeup(url)
+
+
+def worker_config(values: Mapping[str, Any]) -> WorkerConfig:
+    """The :class:`WorkerConfig` of validated settings (as ``config`` holds them)."""
+    settings = WorkerSettings.model_validate(dict(values))
+    return WorkerConfig(
+        concurrency=settings.concurrency,
+        heartbeat_s=settings.effective_heartbeat_s,
+        sweep_interval_s=settings.sweep_interval_s,
+        sweep_threshold_s=settings.sweep_threshold_s,
+        poll_interval_s=settings.poll_interval_s,
+        cancel_check_s=settings.cancel_check_s,
+        shutdown_grace_s=settings.shutdown_grace_s,
+    )
+
+
+class Container(containers.DeclarativeContainer):
+    """Everything a worker process uses, built once."""
+
+    config = providers.Configuration(strict=True)
+
+    registry = providers.Dependency(instance_of=Registry)
+    """The job types this worker runs (it claims only those)."""
+
+    clock = providers.ThreadSafeSingleton(SystemClock)
+
+    database_url = providers.ThreadSafeSingleton(
+        _database_url, config.database_url, config.data_dir
+    )
+    engine = providers.Resource(_engine, database_url)
+    store = providers.ThreadSafeSingleton(_postgres_store, engine)
+    wakeup = providers.Factory(_postgres_wakeup, database_url)
+    """A LISTEN connection; the worker closes it when it stops."""
+
+    service = providers.ThreadSafeSingleton(JobService, store=store, registry=registry, clock=clock)
+    worker_config = providers.Factory(worker_config, config)
+    worker = providers.Factory(Worker, service=service, wakeup=wakeup, config=worker_config)
+
+
+def build_container(settings: WorkerSettings, registry: Registry) -> Container:
+    """A container configured from ``settings`` running the types of ``registry``."""
+    container = Container(registry=registry)
+    container.config.from_pydantic(settings)
+    return container

@@ -1,0 +1,81 @@
+"""Structured log lines: ``event=job.finished job_id=… type=… org=…`` as text, or JSON.
+
+A line is built lazily: :class:`Event` holds the fields and renders only if a handler formats
+it, so a filtered-out level costs almost nothing on the hot path of a fast drain.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/@+")
+
+
+class Event:
+    """A log message made of an event name and key/value fields."""
+
+    __slots__ = ("fields", "name")
+
+    def __init__(self, name: str, fields: Mapping[str, Any]) -> None:
+        self.name = name
+        self.fields = fields
+
+    def __str__(self) -> str:
+        parts = [f"event={self.name}"]
+        parts.extend(f"{key}={_text(value)}" for key, value in self.fields.items())
+        return " ".join(parts)
+
+
+def _text(value: Any) -> str:
+    text = "-" if value is None else str(value)
+    if text and all(char in _SAFE for char in text):
+        return text
+    return json.dumps(text, ensure_ascii=False)
+
+
+def log_event(
+    logger: logging.Logger, level: int, name: str, *, exc_info: bool = False, **fields: Any
+) -> None:
+    """Log one structured line (nothing is rendered if ``level`` is disabled)."""
+    if logger.isEnabledFor(level):
+        logger.log(level, Event(name, fields), exc_info=exc_info)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``level``, ``logger``, then the event's fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as a JSON line."""
+        document: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+        }
+        if isinstance(record.msg, Event):
+            document["event"] = record.msg.name
+            document.update(record.msg.fields)
+        else:
+            document["message"] = record.getMessage()
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, default=str, ensure_ascii=False)
+
+
+def configure_logging(level: str, style: Literal["text", "json"]) -> None:
+    """Send the process's logs to stderr, one line each (the deployable's choice, not a
+    library's: only the worker's entry point calls this)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if style == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        root.removeHandler(existing)
+    root.addHandler(handler)
+    root.setLevel(level)

@@ -1,0 +1,331 @@
+"""Entry points of the worker: ``python -m jobs_worker`` and what ``jobs worker`` calls.
+
+- :func:`run_worker` builds the container and runs a worker until SIGTERM/SIGINT; it returns the
+  process exit code. ``jobs worker`` calls it.
+- :func:`add_worker_arguments` puts every option on an argparse parser (the CLI's ``worker``
+  subcommand uses it, so ``jobs worker --help`` documents them all); :func:`settings_from_args`
+  reads them back over the environment.
+
+Signals: the first SIGTERM/SIGINT stops claiming and lets running jobs finish (exit 0); a second
+one, or ``JOBS_SHUTDOWN_GRACE_S`` elapsing, cancels what still runs and hands those jobs back to
+the queue without consuming their attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+from jobs_core import Registry
+from pydantic import ValidationError
+
+from jobs_worker.containers import build_container
+from jobs_worker.logs import configure_logging, log_event
+from jobs_worker.registries import RegistryLoadError, worker_registry
+from jobs_worker.settings import WorkerSettings
+from jobs_worker.worker import Worker
+
+log = logging.getLogger("jobs.worker")
+
+EXIT_OK = 0
+EXIT_CRASHED = 1
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+ENVIRONMENT_HELP = """\
+environment (prefix JOBS_; an option given on the command line wins):
+  JOBS_DATABASE_URL       PostgreSQL URL; unset: the embedded server whose data is in JOBS_DATA_DIR
+  JOBS_DATA_DIR           the embedded server's data directory (default: .data)
+  JOBS_CONCURRENCY        --concurrency        JOBS_HEARTBEAT_S       --heartbeat
+  JOBS_SWEEP_INTERVAL_S   --sweep-interval     JOBS_SWEEP_THRESHOLD_S --sweep-threshold
+  JOBS_POLL_INTERVAL_S    --poll-interval      JOBS_CANCEL_CHECK_S    --cancel-check
+  JOBS_SHUTDOWN_GRACE_S   --shutdown-grace     JOBS_DEMO_TYPES        --demo-types
+  JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
+  JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
+
+signals:
+  SIGTERM/SIGINT once: stop claiming, let running jobs finish, exit 0. Twice (or when the grace
+  period ends): cancel what still runs and hand those jobs back to the queue, then exit 0.
+"""
+
+
+class ConfigurationError(ValueError):
+    """The worker's settings or options are invalid (exit code 2)."""
+
+
+def _default(field: str) -> Any:
+    return WorkerSettings.model_fields[field].get_default(call_default_factory=True)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    if text.strip() in {"0", "0.0"}:
+        return 0.0
+    return _positive_float(text)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add every worker option to ``parser``. Each defaults to None, meaning "the environment's
+    value" (see :func:`settings_from_args`)."""
+    group = parser.add_argument_group("worker options")
+    group.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="jobs run at once by this process "
+        f"(JOBS_CONCURRENCY, default {_default('concurrency')})",
+    )
+    group.add_argument(
+        "--heartbeat",
+        dest="heartbeat_s",
+        type=_positive_float,
+        metavar="S",
+        help="seconds between heartbeats of every running job; at most a third of the sweep "
+        f"threshold is used (JOBS_HEARTBEAT_S, default {_default('heartbeat_s'):g})",
+    )
+    group.add_argument(
+        "--sweep-interval",
+        dest="sweep_interval_s",
+        type=_positive_float,
+        metavar="S",
+        help="seconds between two looks for zombie jobs; one at start too "
+        f"(JOBS_SWEEP_INTERVAL_S, default {_default('sweep_interval_s'):g})",
+    )
+    group.add_argument(
+        "--sweep-threshold",
+        dest="sweep_threshold_s",
+        type=_positive_float,
+        metavar="S",
+        help="seconds of silence after which a running job is a zombie: re-queued, or failed "
+        "after max_attempts "
+        f"(JOBS_SWEEP_THRESHOLD_S, default {_default('sweep_threshold_s'):g})",
+    )
+    group.add_argument(
+        "--poll-interval",
+        dest="poll_interval_s",
+        type=_positive_float,
+        metavar="S",
+        help="fallback poll when no notification arrives "
+        f"(JOBS_POLL_INTERVAL_S, default {_default('poll_interval_s'):g})",
+    )
+    group.add_argument(
+        "--cancel-check",
+        dest="cancel_check_s",
+        type=_positive_float,
+        metavar="S",
+        help="seconds between checks of running jobs for a cancellation request "
+        f"(JOBS_CANCEL_CHECK_S, default {_default('cancel_check_s'):g})",
+    )
+    group.add_argument(
+        "--shutdown-grace",
+        dest="shutdown_grace_s",
+        type=_non_negative_float,
+        metavar="S",
+        help="after SIGTERM/SIGINT, seconds running jobs get to finish before they are cancelled "
+        f"and handed back (JOBS_SHUTDOWN_GRACE_S, default {_default('shutdown_grace_s'):g})",
+    )
+    group.add_argument(
+        "--demo-types",
+        dest="demo_types",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="register the demo types noop, sleep, fail, crash (JOBS_DEMO_TYPES, default off)",
+    )
+    group.add_argument(
+        "--extra-registry",
+        dest="extra_registries",
+        action="append",
+        metavar="MODULE:ATTR",
+        help="also run the job types of this jobs_core.Registry; repeatable "
+        "(JOBS_EXTRA_REGISTRIES, comma-separated)",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        help="DEBUG, INFO (one line per job transition), WARNING or ERROR "
+        f"(JOBS_LOG_LEVEL, default {_default('log_level')})",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="text (key=value) or json lines (JOBS_LOG_FORMAT, default text)",
+    )
+
+
+_OPTION_FIELDS = (
+    "concurrency",
+    "heartbeat_s",
+    "sweep_interval_s",
+    "sweep_threshold_s",
+    "poll_interval_s",
+    "cancel_check_s",
+    "shutdown_grace_s",
+    "demo_types",
+    "extra_registries",
+    "log_level",
+    "log_format",
+)
+
+
+def settings_from_args(
+    args: argparse.Namespace, base: WorkerSettings | None = None
+) -> WorkerSettings:
+    """``base`` (else the environment's settings) with the options given in ``args`` applied."""
+    try:
+        settings = base or WorkerSettings()
+        given = {
+            name: getattr(args, name)
+            for name in _OPTION_FIELDS
+            if getattr(args, name, None) is not None
+        }
+        return WorkerSettings.model_validate({**settings.model_dump(), **given})
+    except ValidationError as error:
+        raise ConfigurationError(_validation_message(error)) from None
+
+
+def build_parser(prog: str = "python -m jobs_worker") -> argparse.ArgumentParser:
+    """The parser of ``python -m jobs_worker``."""
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description="Claim and run jobs until SIGTERM/SIGINT. N identical processes on one or "
+        "many machines share the queue with nothing else to configure.",
+        epilog=ENVIRONMENT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_worker_arguments(parser)
+    return parser
+
+
+def run_worker(
+    concurrency: int | None = None,
+    extra_registries: Sequence[Registry | str] = (),
+    *,
+    settings: WorkerSettings | None = None,
+    handle_signals: bool = True,
+    configure_logs: bool = True,
+) -> int:
+    """Run a worker until it is stopped; the process exit code.
+
+    ``settings`` default to the environment's; ``concurrency`` overrides theirs;
+    ``extra_registries`` (registries or ``module:attribute`` paths) add job types to the
+    modules' (and the demo types with ``demo_types``). Raises :class:`ConfigurationError` for
+    invalid settings or a registry that cannot be loaded.
+    """
+    try:
+        settings = settings or WorkerSettings()
+        if concurrency is not None:
+            settings = WorkerSettings.model_validate(
+                {**settings.model_dump(), "concurrency": concurrency}
+            )
+    except ValidationError as error:
+        raise ConfigurationError(_validation_message(error)) from None
+    if configure_logs:
+        configure_logging(settings.log_level, settings.log_format)
+    try:
+        registry = worker_registry(
+            settings.demo_types, [*settings.extra_registries, *extra_registries]
+        )
+    except (RegistryLoadError, ValueError) as error:
+        raise ConfigurationError(str(error)) from None
+    if settings.effective_heartbeat_s < settings.heartbeat_s:
+        log_event(
+            log,
+            logging.WARNING,
+            "worker.heartbeat_shortened",
+            heartbeat_s=settings.effective_heartbeat_s,
+            asked=settings.heartbeat_s,
+            reason="a heartbeat must come well within the sweep threshold",
+        )
+    container = build_container(settings, registry)
+    try:
+        worker = container.worker()
+        if handle_signals and threading.current_thread() is threading.main_thread():
+            return _run_with_signals(worker)
+        return worker.run()
+    finally:
+        container.shutdown_resources()
+
+
+def _run_with_signals(worker: Worker) -> int:
+    """Run ``worker`` on its own thread while this (main) thread takes the signals.
+
+    The worker's waits never run on the main thread, so a signal handler that sets its flags
+    can never interrupt a thread that holds the same locks.
+    """
+    outcome: dict[str, int] = {}
+
+    def run() -> None:
+        try:
+            outcome["code"] = worker.run()
+        except Exception:
+            log.exception("the worker crashed")
+            outcome["code"] = EXIT_CRASHED
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        graceful = not worker.stopping
+        log_event(
+            log,
+            logging.WARNING,
+            "worker.signal",
+            signal=signal.Signals(signum).name,
+            action="finish running jobs" if graceful else "cancel and hand back running jobs",
+        )
+        worker.stop(graceful=graceful)
+
+    handled = (signal.SIGTERM, signal.SIGINT)
+    previous = {signum: signal.signal(signum, on_signal) for signum in handled}
+    thread = threading.Thread(target=run, name="jobs-claim-loop")
+    try:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.5)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return outcome.get("code", EXIT_CRASHED)
+
+
+def _validation_message(error: ValidationError) -> str:
+    problems = [
+        f"JOBS_{'_'.join(str(part) for part in item['loc']).upper()}: {item['msg']}"
+        for item in error.errors(include_url=False)
+    ]
+    return "invalid worker settings: " + "; ".join(problems)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m jobs_worker [options]``: parse, run, map errors to exit codes."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_from_args(args)
+        return run_worker(settings=settings)
+    except ConfigurationError as error:
+        print(f"jobs worker: {error}", file=sys.stderr)
+        return EXIT_USAGE

@@ -1,0 +1,79 @@
+"""Settings of the worker deployable, read from the environment (prefix ``JOBS_``).
+
+Every field is also a command-line option of ``python -m jobs_worker`` / ``jobs worker`` (see
+:mod:`jobs_worker.main`); an option given on the command line wins over the environment.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class WorkerSettings(BaseSettings):
+    """What a worker process needs to know.
+
+    - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
+      ``JOBS_DATA_DIR`` (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_CONCURRENCY``: slots, i.e. jobs run at once by this process (spec 000: 1).
+    - ``JOBS_HEARTBEAT_S``: how often every running job's ``progress.updated_at`` is refreshed.
+    - ``JOBS_SWEEP_INTERVAL_S`` / ``JOBS_SWEEP_THRESHOLD_S``: how often zombies are looked for, and
+      how long a running job may stay silent before it is one (spec 000 §2.5).
+    - ``JOBS_POLL_INTERVAL_S``: the fallback poll when no notification arrives.
+    - ``JOBS_CANCEL_CHECK_S``: how often running jobs are checked for a cancellation request.
+    - ``JOBS_SHUTDOWN_GRACE_S``: after SIGTERM/SIGINT, how long running jobs may take to finish
+      before they are cancelled and handed back to the queue.
+    - ``JOBS_DEMO_TYPES``: register the demo types (``noop``, ``sleep``, ``fail``, ``crash``).
+    - ``JOBS_EXTRA_REGISTRIES``: comma-separated ``module:attribute`` paths of more registries
+      (a deployment's own job types, without editing this package).
+    - ``JOBS_LOG_LEVEL`` / ``JOBS_LOG_FORMAT``: ``text`` (key=value) or ``json`` lines.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".data")
+    concurrency: int = Field(default=1, ge=1, le=1000)
+    heartbeat_s: float = Field(default=30.0, gt=0)
+    sweep_interval_s: float = Field(default=60.0, gt=0)
+    sweep_threshold_s: float = Field(default=600.0, gt=0)
+    poll_interval_s: float = Field(default=1.0, gt=0, le=60)
+    cancel_check_s: float = Field(default=1.0, gt=0, le=60)
+    shutdown_grace_s: float = Field(default=30.0, ge=0)
+    demo_types: bool = False
+    extra_registries: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+
+    @field_validator("extra_registries", mode="before")
+    @classmethod
+    def _split_registries(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("extra_registries")
+    @classmethod
+    def _check_registry_paths(cls, value: list[str]) -> list[str]:
+        for path in value:
+            module, _, attribute = path.partition(":")
+            if not module or not attribute:
+                raise ValueError(f"{path!r} is not a 'module:attribute' path")
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @property
+    def effective_heartbeat_s(self) -> float:
+        """The heartbeat period actually used: at most a third of the sweep threshold.
+
+        A heartbeat as slow as the threshold would let the sweep take a live job for a zombie
+        (invariant 6), so a short threshold (``jobs dev`` uses 30 s) shortens the heartbeat too.
+        """
+        return min(self.heartbeat_s, self.sweep_threshold_s / 3)

@@ -1,0 +1,137 @@
+"""Helpers of the worker tests: a worker running on a thread, bounded waits, an outage switch."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from jobs_core import (
+    AttemptRef,
+    FakeClock,
+    InMemoryJobStore,
+    InMemoryWakeup,
+    Job,
+    JobService,
+    JobStore,
+    Outcome,
+    Registry,
+    Status,
+    StoreUnavailable,
+)
+from jobs_worker.worker import Worker, WorkerConfig
+
+ORG = "org-1"
+
+FAST = WorkerConfig(
+    concurrency=1,
+    heartbeat_s=60.0,
+    sweep_interval_s=60.0,
+    sweep_threshold_s=600.0,
+    poll_interval_s=0.05,
+    cancel_check_s=0.05,
+    shutdown_grace_s=10.0,
+    backoff_initial_s=0.01,
+    backoff_cap_s=0.05,
+)
+"""Short real-time pacing so the loops react at once; domain time is a FakeClock's."""
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
+    """Wait for a real event (bounded): poll ``predicate`` until it is truthy."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        time.sleep(0.005)
+
+
+class OutageStore(InMemoryJobStore):
+    """The in-memory store with an outage switch: while ``down`` is set, every worker-side call
+    raises :class:`StoreUnavailable`, as the PostgreSQL adapter does when its server is gone.
+    ``batches`` records the size of every ``finish_many`` that went through; ``gate``, when
+    cleared, holds the next ``finish_many`` until it is set (a slow round trip)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = threading.Event()
+        self.gate = threading.Event()
+        self.gate.set()
+        self.batches: list[int] = []
+        self.failed_calls = 0
+
+    def _check(self) -> None:
+        if self.down.is_set():
+            self.failed_calls += 1
+            raise StoreUnavailable("connection refused (test outage)")
+
+    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
+        self._check()
+        return super().claim(limit, now, types)
+
+    def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
+        self._check()
+        return super().heartbeat(refs, now)
+
+    def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        self._check()
+        return super().cancel_requested(refs)
+
+    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
+        self._check()
+        return super().save_progress(ref, progress, now)
+
+    def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
+        self._check()
+        return super().find_stale(stale_before, limit)
+
+    def finish_many(
+        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
+    ) -> list[Job | None]:
+        self.gate.wait(10)
+        self._check()
+        self.batches.append(len(outcomes))
+        return super().finish_many(outcomes, now)
+
+
+def build(
+    registry: Registry,
+    config: WorkerConfig = FAST,
+    store: InMemoryJobStore | None = None,
+    clock: FakeClock | None = None,
+) -> tuple[Worker, JobService, InMemoryJobStore]:
+    """A worker over an in-memory store and a fake clock; not started."""
+    store = store if store is not None else InMemoryJobStore()
+    service = JobService(store, registry, clock or FakeClock())
+    return Worker(service, InMemoryWakeup(store), config), service, store
+
+
+@contextmanager
+def running(worker: Worker, graceful_stop: bool = True) -> Iterator[Worker]:
+    """Run ``worker`` on a thread for the block; stop it after and check it exits with 0."""
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop(graceful=graceful_stop)
+        thread.join(15)
+        assert not thread.is_alive(), "the worker did not stop"
+    assert codes == [0]
+
+
+def job_of(store: JobStore, job_id: uuid.UUID, org: str = ORG) -> Job:
+    """The job as the store has it now."""
+    job = store.get(org, job_id)
+    assert job is not None
+    return job
+
+
+def status_of(store: JobStore, job_id: uuid.UUID, org: str = ORG) -> Status:
+    """The job's status now."""
+    return job_of(store, job_id, org).status

@@ -1,0 +1,532 @@
+"""The worker's loop logic, in process, on the in-memory store and a fake clock.
+
+Slots, claims bounded by free slots, batched completions, outcomes, retries with backoff,
+timeouts, cancellation, heartbeats and lease loss, the sweep, outages, shutdown. Real processes
+and PostgreSQL are in ``test_worker_processes.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from jobs_core import (
+    FakeClock,
+    Job,
+    JobContext,
+    JobType,
+    Registry,
+    RetryPolicy,
+    Status,
+    domain,
+)
+from jobs_core.domain import parse_heartbeat
+from jobs_worker.logs import Event
+from jobs_worker.worker import WorkerConfig, is_outage
+
+from tests.worker.helpers import (
+    FAST,
+    ORG,
+    OutageStore,
+    build,
+    job_of,
+    running,
+    status_of,
+    wait_until,
+)
+
+
+class Flaky(Exception):
+    """A declared-retryable error."""
+
+
+def noop_registry() -> Registry:
+    registry = Registry("test")
+    registry.register(JobType("noop", lambda ctx: None))
+    return registry
+
+
+class Gate:
+    """A handler that blocks until released (or cancelled) and counts how many run at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.contexts: list[JobContext] = []
+
+    def __call__(self, ctx: JobContext) -> Mapping[str, Any]:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.contexts.append(ctx)
+        try:
+            while not self.release.wait(0.01):
+                ctx.raise_if_cancelled()
+            return {"attempt": ctx.attempt}
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def gate_registry(gate: Gate, **declarations: Any) -> Registry:
+    registry = noop_registry()
+    registry.register(JobType("gate", gate, **declarations))
+    return registry
+
+
+# -- slots and claims ---------------------------------------------------------------------------
+
+
+def test_a_worker_drains_the_queue_and_every_job_runs_once() -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+    registry = Registry("test")
+
+    def record(ctx: JobContext) -> Mapping[str, Any]:
+        with lock:
+            seen.append(ctx.payload["i"])
+        return {"i": ctx.payload["i"]}
+
+    registry.register(JobType("record", record))
+    worker, service, store = build(registry, dataclasses.replace(FAST, concurrency=4))
+    jobs = service.enqueue_many(ORG, "record", [{"i": i} for i in range(300)])
+    with running(worker):
+        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="drain")
+    assert sorted(seen) == list(range(300))
+    assert all(job_of(store, j.id).report == {"i": j.payload["i"]} for j in jobs)
+    assert worker.stats["completed"] == 300
+
+
+def test_no_more_jobs_are_claimed_than_there_are_slots() -> None:
+    gate = Gate()
+    worker, service, store = build(gate_registry(gate), dataclasses.replace(FAST, concurrency=3))
+    service.enqueue_many(ORG, "gate", [{}] * 10)
+    with running(worker):
+        wait_until(lambda: gate.running == 3, what="three jobs running")
+        # The loop keeps polling (every 50 ms) while slots are full; it must not claim more.
+        for _ in range(5):
+            worker._kick.set()
+            wait_until(lambda: not worker._kick.is_set(), what="the loop looked again")
+        statuses = [j.status for j in store.jobs]
+        assert statuses.count(Status.RUNNING) == 3
+        assert statuses.count(Status.QUEUED) == 7
+        gate.release.set()
+        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="drain")
+    assert gate.peak == 3
+
+
+def test_only_registered_types_are_claimed() -> None:
+    worker, service, store = build(noop_registry())
+    other = Registry("other")
+    other.register(JobType("other", lambda ctx: None))
+    foreign = service.store.insert(other.new_job(ORG, "other"), service.clock.now())
+    assert foreign is not None
+    mine = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, mine.id) is Status.DONE, what="noop done")
+    assert status_of(store, foreign.id) is Status.QUEUED
+
+
+def test_async_handlers_run_on_the_slot_threads_loop() -> None:
+    registry = Registry("test")
+
+    async def nap(ctx: JobContext) -> Mapping[str, Any]:
+        await asyncio.sleep(0)
+        return {"thread": threading.current_thread().name}
+
+    registry.register(JobType("nap", nap))
+    worker, service, store = build(registry, dataclasses.replace(FAST, concurrency=2))
+    jobs = service.enqueue_many(ORG, "nap", [{}] * 6)
+    with running(worker):
+        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="drain")
+    threads = {job_of(store, j.id).report["thread"] for j in jobs}  # type: ignore[index]
+    assert threads <= {"jobs-slot-0", "jobs-slot-1"}
+
+
+# -- completions --------------------------------------------------------------------------------
+
+
+def test_completions_that_pile_up_during_a_write_go_in_one_round_trip() -> None:
+    store = OutageStore()
+    worker, service, _ = build(noop_registry(), dataclasses.replace(FAST, concurrency=4), store)
+    store.gate.clear()  # the first finish_many is slow: it waits until the gate opens
+    service.enqueue_many(ORG, "noop", [{}] * 40)
+    with running(worker):
+        wait_until(lambda: len(worker.running_jobs()) >= 20, what="outcomes waiting")
+        store.gate.set()
+        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="drain")
+    assert sum(store.batches) == 40
+    # What arrived while the first write was held went together in the next one.
+    assert store.batches[1] >= 20 - store.batches[0]
+
+
+def test_an_uncaught_exception_fails_the_job_calls_on_fail_and_the_worker_lives() -> None:
+    failed: list[Job] = []
+    registry = noop_registry()
+
+    def boom(ctx: JobContext) -> None:
+        raise ValueError("bad row 7\nmore detail")
+
+    registry.register(JobType("boom", boom, on_fail=failed.append))
+    worker, service, store = build(registry)
+    bad = service.enqueue(ORG, "boom").job
+    good = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, good.id) is Status.DONE, what="the next job")
+    job = job_of(store, bad.id)
+    assert job.status is Status.FAILED
+    assert job.error == "ValueError: bad row 7"
+    assert job.report is not None
+    assert job.report["exception_type"] == "ValueError"
+    assert "Traceback" in job.report["traceback"]
+    assert [f.id for f in failed] == [bad.id]
+
+
+def test_a_handler_calling_sys_exit_fails_its_job_not_the_worker() -> None:
+    registry = noop_registry()
+
+    def leave(ctx: JobContext) -> None:
+        raise SystemExit(3)
+
+    registry.register(JobType("leave", leave))
+    worker, service, store = build(registry)
+    bad = service.enqueue(ORG, "leave").job
+    good = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, good.id) is Status.DONE, what="the next job")
+    assert status_of(store, bad.id) is Status.FAILED
+    assert job_of(store, bad.id).report == {"exception_type": "SystemExit"}
+
+
+def test_a_retryable_error_requeues_with_backoff_counted_from_the_attempts_end() -> None:
+    clock = FakeClock()
+    start = clock.now()
+    registry = Registry("test")
+    attempts_at: list[tuple[int, float]] = []
+
+    def flaky(ctx: JobContext) -> Mapping[str, Any]:
+        attempts_at.append((ctx.attempt, (clock.now() - start).total_seconds()))
+        clock.advance(10)  # the attempt takes 10 s of domain time
+        if ctx.attempt < 3:
+            raise Flaky(f"attempt {ctx.attempt}")
+        return {"ok": True}
+
+    registry.register(JobType("flaky", flaky, retry=RetryPolicy(retry_on=(Flaky,))))
+    worker, service, store = build(registry, clock=clock)
+    job = service.enqueue(ORG, "flaky").job
+    with running(worker):
+        wait_until(lambda: job_of(store, job.id).status is Status.QUEUED and attempts_at)
+        first = job_of(store, job.id)
+        assert first.run_at == start + timedelta(seconds=10 + 2)  # 2 s after the attempt ended
+        assert first.error == "Flaky: attempt 1"
+        clock.advance(2)
+        wait_until(lambda: len(attempts_at) == 2, what="second attempt")
+        wait_until(lambda: job_of(store, job.id).status is Status.QUEUED)
+        second = job_of(store, job.id)
+        assert second.run_at == clock.now() + timedelta(seconds=4)  # 4 s: exponential
+        clock.advance(4)
+        wait_until(lambda: status_of(store, job.id) is Status.DONE, what="third attempt")
+    assert [a for a, _ in attempts_at] == [1, 2, 3]
+    assert [t for _, t in attempts_at] == [0, 12, 26]
+    assert job_of(store, job.id).attempts == 3
+
+
+def test_a_retryable_error_on_the_last_attempt_fails_the_job() -> None:
+    registry = Registry("test")
+
+    def always(ctx: JobContext) -> None:
+        raise Flaky("still down")
+
+    registry.register(
+        JobType("always", always, max_attempts=1, retry=RetryPolicy(retry_on=(Flaky,)))
+    )
+    worker, service, store = build(registry)
+    job = service.enqueue(ORG, "always").job
+    with running(worker):
+        wait_until(lambda: status_of(store, job.id) is Status.FAILED)
+    assert job_of(store, job.id).error == "Flaky: still down"
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_job_running_past_its_types_timeout_fails_as_a_timeout(kind: str) -> None:
+    registry = noop_registry()
+    stopped = threading.Event()
+
+    def slow(ctx: JobContext) -> None:
+        if ctx.wait_cancelled(30):
+            stopped.set()
+
+    async def slow_async(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+
+    handler = slow if kind == "sync" else slow_async
+    registry.register(JobType("slow", handler, timeout_s=0.2))
+    worker, service, store = build(registry)
+    job = service.enqueue(ORG, "slow").job
+    after = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, after.id) is Status.DONE, what="the next job")
+    failed = job_of(store, job.id)
+    assert failed.status is Status.FAILED
+    assert failed.error == "JobTimeout: timed out after 0.2 s"
+    assert stopped.wait(5), "the handler was told to stop"
+
+
+# -- cancellation, heartbeats, lease loss, sweep ------------------------------------------------
+
+
+def test_a_running_job_sees_its_cancellation_and_ends_cancelled() -> None:
+    gate = Gate()
+    worker, service, store = build(gate_registry(gate))
+    job = service.enqueue(ORG, "gate").job
+    with running(worker):
+        wait_until(lambda: gate.running == 1, what="job running")
+        service.cancel(ORG, job.id)
+        wait_until(lambda: status_of(store, job.id) is Status.CANCELLED, what="cancelled")
+    cancelled = job_of(store, job.id)
+    assert cancelled.error == "cancelled"
+    assert cancelled.report == {"reason": "cancellation requested"}
+    assert gate.contexts[0].cancel_reason == "cancellation requested"
+
+
+def test_the_heartbeat_keeps_a_long_job_from_being_swept() -> None:
+    clock = FakeClock()
+    gate = Gate()
+    config = dataclasses.replace(FAST, heartbeat_s=0.02, sweep_threshold_s=600)
+    worker, service, store = build(gate_registry(gate), config, clock=clock)
+    job = service.enqueue(ORG, "gate").job
+    with running(worker):
+        wait_until(lambda: gate.running == 1, what="job running")
+        clock.advance(3600)  # an hour of domain time: the job would be a zombie without beats
+        wait_until(
+            lambda: parse_heartbeat(job_of(store, job.id).progress) == clock.now(),
+            what="a heartbeat at the new time",
+        )
+        report = service.sweep(600)
+        assert report.requeued == report.failed == []
+        gate.release.set()
+        wait_until(lambda: status_of(store, job.id) is Status.DONE)
+    assert job_of(store, job.id).attempts == 1
+
+
+def test_a_worker_whose_job_was_swept_and_reclaimed_stops_and_cannot_overwrite_it() -> None:
+    clock = FakeClock()
+    gate = Gate()
+    worker, service, store = build(gate_registry(gate), clock=clock)
+    job = service.enqueue(ORG, "gate").job
+    with running(worker):
+        wait_until(lambda: gate.running == 1, what="job running")
+        clock.advance(601)
+        assert [j.id for j in service.sweep(600).requeued] == [job.id]
+        [second] = service.claim(1)  # another worker takes it: attempt 2, a new lease
+        assert worker.heartbeat() == set()
+        ctx = gate.contexts[0]
+        assert ctx.cancelled
+        assert ctx.cancel_reason.startswith("lease lost")
+        wait_until(lambda: worker.stats["lost"] == 1, what="the stale outcome refused")
+    now = job_of(store, job.id)
+    assert now.status is Status.RUNNING
+    assert now.lease == second.lease
+    assert now.attempts == 2
+
+
+def test_the_sweep_at_start_requeues_a_zombie_which_then_runs() -> None:
+    clock = FakeClock()
+    worker, service, store = build(noop_registry(), clock=clock)
+    job = service.enqueue(ORG, "noop").job
+    [claimed] = service.claim(1)  # a worker that died right after its claim
+    clock.advance(601)
+    with running(worker):
+        wait_until(lambda: status_of(store, job.id) is Status.DONE, what="re-run")
+    assert job_of(store, job.id).attempts == 2
+    assert claimed.attempts == 1
+
+
+def test_a_zombie_at_max_attempts_fails_and_the_queue_goes_on() -> None:
+    clock = FakeClock()
+    failed: list[Job] = []
+    registry = Registry("test")
+    registry.register(JobType("noop", lambda ctx: None, max_attempts=1, on_fail=failed.append))
+    worker, service, store = build(registry, clock=clock)
+    zombie = service.enqueue(ORG, "noop").job
+    service.claim(1)
+    clock.advance(601)
+    after = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, after.id) is Status.DONE, what="the next job")
+    assert job_of(store, zombie.id).error == domain.MAX_ATTEMPTS_EXCEEDED
+    assert [j.id for j in failed] == [zombie.id]
+
+
+# -- outages ------------------------------------------------------------------------------------
+
+
+def test_an_outage_is_survived_and_no_outcome_is_lost(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="jobs.worker")
+    store = OutageStore()
+    gate = Gate()
+    worker, service, _ = build(gate_registry(gate), store=store)
+    first = service.enqueue(ORG, "gate").job
+    with running(worker):
+        wait_until(lambda: gate.running == 1, what="job running")
+        store.down.set()
+        gate.release.set()  # the handler returns while the database is away
+        wait_until(lambda: store.failed_calls >= 10, what="retries during the outage")
+        assert status_of(store, first.id) is Status.RUNNING
+        later = service.enqueue(ORG, "noop").job
+        store.down.clear()
+        wait_until(lambda: status_of(store, first.id) is Status.DONE, what="outcome written")
+        wait_until(lambda: status_of(store, later.id) is Status.DONE, what="later job")
+    events = [r.msg.name for r in caplog.records if isinstance(r.msg, Event)]
+    assert "store.unavailable" in events
+    assert "store.recovered" in events
+
+
+def test_progress_lost_to_an_outage_does_not_fail_the_job() -> None:
+    store = OutageStore()
+    registry = Registry("test")
+    reported = threading.Event()
+
+    def steps(ctx: JobContext) -> Mapping[str, Any]:
+        store.down.set()
+        written = ctx.report_progress(done=1, total=2, force=True)
+        store.down.clear()
+        reported.set()
+        return {"written": written}
+
+    registry.register(JobType("steps", steps))
+    worker, service, _ = build(registry, store=store)
+    job = service.enqueue(ORG, "steps").job
+    with running(worker):
+        wait_until(lambda: status_of(store, job.id) is Status.DONE)
+    assert job_of(store, job.id).report == {"written": True}
+
+
+def test_outage_errors_are_recognised_through_their_causes() -> None:
+    from jobs_core import StoreUnavailable
+
+    wrapped = RuntimeError("wrapped")
+    wrapped.__cause__ = ConnectionResetError("reset by peer")
+    assert is_outage(wrapped)
+    assert is_outage(StoreUnavailable())
+    assert not is_outage(ValueError("a bug"))
+
+
+# -- shutdown -----------------------------------------------------------------------------------
+
+
+def test_a_graceful_stop_lets_the_running_job_finish_and_claims_nothing_more() -> None:
+    gate = Gate()
+    worker, service, store = build(gate_registry(gate))
+    first = service.enqueue(ORG, "gate").job
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()))
+    thread.start()
+    wait_until(lambda: gate.running == 1, what="job running")
+    second = service.enqueue(ORG, "noop").job
+    worker.stop()
+    thread.join(0.3)
+    assert thread.is_alive(), "the worker waits for its running job"
+    gate.release.set()
+    thread.join(10)
+    assert codes == [0]
+    assert status_of(store, first.id) is Status.DONE
+    assert status_of(store, second.id) is Status.QUEUED
+
+
+@pytest.mark.parametrize("how", ["second stop", "grace elapsed"])
+def test_a_forced_stop_hands_the_running_job_back_without_using_its_attempt(how: str) -> None:
+    gate = Gate()
+    config = dataclasses.replace(FAST, shutdown_grace_s=0.2 if how == "grace elapsed" else 30)
+    worker, service, store = build(gate_registry(gate), config)
+    job = service.enqueue(ORG, "gate").job
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()))
+    thread.start()
+    wait_until(lambda: gate.running == 1, what="job running")
+    worker.stop()
+    if how == "second stop":
+        worker.stop(graceful=False)
+    thread.join(10)
+    assert codes == [0]
+    handed_back = job_of(store, job.id)
+    assert handed_back.status is Status.QUEUED
+    assert handed_back.attempts == 0  # the interrupted attempt is refunded
+    assert handed_back.lease is None
+    ctx = gate.contexts[0]
+    assert ctx.cancelled
+    assert ctx.cancel_reason == "the worker shut down before the job finished"
+    # Another worker takes it up as a first attempt.
+    _, again, _ = build(gate_registry(Gate()), store=store)
+    [reclaimed] = again.claim(1)
+    assert reclaimed.attempts == 1
+
+
+def test_a_forced_stop_ends_a_job_whose_cancellation_was_requested_as_cancelled() -> None:
+    registry = Registry("test")
+    started = threading.Event()
+
+    def stubborn(ctx: JobContext) -> None:
+        started.set()
+        ctx.wait_cancelled(30)  # then ignores the request and keeps going a little
+        ctx.wait_cancelled(30)
+
+    registry.register(JobType("stubborn", stubborn))
+    config = dataclasses.replace(FAST, cancel_check_s=60)  # the monitor never sees the request
+    worker, service, store = build(registry, config)
+    job = service.enqueue(ORG, "stubborn").job
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()))
+    thread.start()
+    assert started.wait(10)
+    service.cancel(ORG, job.id)
+    worker.stop(graceful=False)
+    thread.join(10)
+    assert codes == [0]
+    assert status_of(store, job.id) is Status.CANCELLED
+
+
+def test_logs_have_one_structured_line_per_transition(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="jobs.worker")
+    worker, service, store = build(noop_registry())
+    job = service.enqueue(ORG, "noop").job
+    with running(worker):
+        wait_until(lambda: status_of(store, job.id) is Status.DONE)
+    lines = [
+        r.msg
+        for r in caplog.records
+        if isinstance(r.msg, Event) and r.msg.fields.get("job_id") == job.id
+    ]
+    assert [line.name for line in lines] == ["job.started", "job.finished"]
+    finished = lines[1].fields
+    assert finished["type"] == "noop"
+    assert finished["org"] == ORG
+    assert finished["attempt"] == 1
+    assert finished["outcome"] == "done"
+    assert isinstance(finished["duration_ms"], float)
+    text = str(lines[1])
+    assert text.startswith(f"event=job.finished job_id={job.id} type=noop org={ORG} attempt=1 ")
+
+
+def test_a_worker_runs_once_and_its_config_is_checked() -> None:
+    worker, _, _ = build(noop_registry())
+    with running(worker):
+        pass
+    with pytest.raises(RuntimeError):
+        worker.run()
+    with pytest.raises(ValueError, match="concurrency"):
+        WorkerConfig(concurrency=0)
+    with pytest.raises(ValueError, match="poll_interval_s"):
+        WorkerConfig(poll_interval_s=0)
