@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from types import FrameType
 from typing import Any
 
-from jobs_core import Registry
+from jobs_core import DuplicateJobType, Registry
 from pydantic import ValidationError
 
 from jobs_worker.containers import build_container
@@ -74,9 +74,13 @@ def _positive_float(text: str) -> float:
 
 
 def _non_negative_float(text: str) -> float:
-    if text.strip() in {"0", "0.0"}:
-        return 0.0
-    return _positive_float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be zero or a positive number of seconds: {text!r}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -251,7 +255,7 @@ def run_worker(
         registry = worker_registry(
             settings.demo_types, [*settings.extra_registries, *extra_registries]
         )
-    except (RegistryLoadError, ValueError) as error:
+    except (RegistryLoadError, DuplicateJobType) as error:
         raise ConfigurationError(str(error)) from None
     if settings.effective_heartbeat_s < settings.heartbeat_s:
         log_event(
