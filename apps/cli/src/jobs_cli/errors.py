@@ -13,7 +13,8 @@ Exit codes (also listed by ``jobs --help``):
 from __future__ import annotations
 
 import re
-from typing import Final
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 EXIT_OK: Final = 0
 EXIT_REFUSED: Final = 1
@@ -91,11 +92,23 @@ def translate(exc: BaseException, database: str) -> CliError | None:
         return DatabaseUnavailable(f"cannot reach the database ({database}): {cause}")
     if isinstance(exc, JobNotFound):
         return CliError("no such job (or it belongs to another org)")
-    if isinstance(exc, UnknownJobType | PayloadInvalid | InvalidTransition | DedupConflict):
+    if isinstance(exc, PayloadInvalid):
+        return CliError("invalid payload: " + payload_problems(exc.errors))
+    if isinstance(exc, UnknownJobType | InvalidTransition | DedupConflict):
         return CliError(str(exc))
     if isinstance(exc, JobsError):
         return CliError(str(exc))
     return None
+
+
+def payload_problems(errors: Sequence[Mapping[str, Any]]) -> str:
+    """``seconds: Input should be a valid number; ...`` from a schema's error list."""
+    parts = []
+    for error in errors:
+        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        message = str(error.get("msg", error))
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts) or "rejected by the job type's schema"
 
 
 def _root_cause(exc: BaseException) -> str:

@@ -112,8 +112,12 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``jobs`` argument parser with every subcommand."""
+def build_parser(with_worker_options: bool = True) -> argparse.ArgumentParser:
+    """The ``jobs`` argument parser with every subcommand.
+
+    ``with_worker_options=False`` leaves the ``worker`` subcommand's options out, to spare the
+    other commands importing the worker.
+    """
     parser = _Parser(
         prog=PROG,
         description="jobs: a PostgreSQL-backed background job system.",
@@ -126,7 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
+    _add_server_commands(sub, with_worker_options)
+    _add_token_commands(sub)
+    _add_job_commands(sub)
+    return parser
 
+
+def _add_server_commands(sub: Any, with_worker_options: bool) -> None:
     _add(
         sub,
         "migrate",
@@ -152,15 +162,18 @@ def build_parser() -> argparse.ArgumentParser:
         "worker",
         "jobs_cli.commands.serve:worker",
         "run a worker process",
-        "Claim and run jobs until SIGINT/SIGTERM, then finish or hand back the running ones. "
-        "Options override the JOBS_ settings of the same name.",
+        "Claim and run jobs until SIGINT/SIGTERM: the first signal lets running jobs finish, a "
+        "second one hands them back to the queue. Options override the JOBS_ settings of the "
+        "same name. N identical processes on one or many machines share the queue. On the "
+        "embedded database the demo types are on unless --no-demo-types.",
     )
-    worker.add_argument(
-        "--concurrency",
-        type=_positive_int,
-        metavar="N",
-        help="jobs run at once by this process (JOBS_CONCURRENCY)",
-    )
+    if with_worker_options:
+        # The worker owns its options (and their defaults): one definition for
+        # `python -m jobs_worker` and `jobs worker`. Imported only for this command, since it
+        # pulls in pydantic.
+        from jobs_worker.main import add_worker_arguments
+
+        add_worker_arguments(worker)
 
     dev = _add(
         sub,
@@ -174,10 +187,15 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", help="API interface (default: JOBS_API_HOST, else 127.0.0.1)")
     dev.add_argument("--port", type=_port, help="API port (default: JOBS_API_PORT, else 8000)")
     dev.add_argument(
-        "--concurrency", type=_positive_int, metavar="N", help="worker slots (default: 4)"
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="jobs the worker runs at once (default: JOBS_CONCURRENCY, else 4)",
     )
     dev.add_argument("--org", default="demo", help="the org to print a token for (default: demo)")
 
+
+def _add_token_commands(sub: Any) -> None:
     token = _add(sub, "token", "jobs_cli.commands.admin:token_help", "create or revoke API tokens")
     token_sub = token.add_subparsers(
         dest="token_command", metavar="ACTION", required=True, parser_class=_Parser
@@ -203,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("token_id", nargs="?", metavar="TOKEN_ID", help="the token's id")
     which.add_argument("--token", metavar="TOKEN", help="the token itself")
 
+
+def _add_job_commands(sub: Any) -> None:
     enqueue = _add(
         sub,
         "enqueue",
@@ -270,14 +290,17 @@ def build_parser() -> argparse.ArgumentParser:
     _org(retry, required=True, what="the org that owns the job")
     _json_flag(retry)
 
-    return parser
-
 
 def _describe_database(settings: CliSettings | None) -> str:
     if settings is None or settings.database_url is None:
         where = settings.data_dir if settings is not None else ".data"
         return f"embedded server in {where}"
     return redact_url(settings.database_url)
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (the first word that is not an option)."""
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def _resolve(handler: str) -> Callable[[argparse.Namespace, CliSettings], int]:
@@ -300,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: CliSettings | None = None
     try:
         try:
-            args = build_parser().parse_args(args_list)
+            args = build_parser(_command_of(args_list) == "worker").parse_args(args_list)
             settings = CliSettings.from_env()
         except SettingsError as exc:
             raise UsageError(str(exc)) from exc

@@ -1,20 +1,23 @@
-"""The job types the CLI's deployables serve: the modules' registries, plus the demo types."""
+"""The job types the CLI serves and accepts: the list the worker, the API and the CLI share.
+
+``jobs_worker.registries`` owns that list (the shipped modules, the demo types, and a
+deployment's ``JOBS_EXTRA_REGISTRIES``); the CLI only passes its settings.
+"""
 
 from __future__ import annotations
 
 from jobs_core import Registry
 
-
-def module_registries(demo_types: bool) -> list[Registry]:
-    """The registries of the modules this distribution ships (and the demo types if asked)."""
-    from jobs_worker.registries import module_registries as worker_registries
-
-    return list(worker_registries(demo_types))
+from jobs_cli.errors import UsageError
+from jobs_cli.settings import CliSettings
 
 
-def build_registry(demo_types: bool) -> Registry:
-    """One registry of every enabled type: what ``jobs enqueue`` accepts."""
-    registry = Registry("cli")
-    for module in module_registries(demo_types):
-        registry.include(module)
-    return registry
+def build_registry(settings: CliSettings) -> Registry:
+    """One registry of every enabled type: what ``jobs enqueue`` accepts and ``jobs api``
+    serves."""
+    from jobs_worker.registries import RegistryLoadError, worker_registry
+
+    try:
+        return worker_registry(settings.demo_types, settings.extra_registries)
+    except RegistryLoadError as exc:
+        raise UsageError(f"JOBS_EXTRA_REGISTRIES: {exc}") from None

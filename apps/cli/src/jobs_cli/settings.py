@@ -57,6 +57,8 @@ class CliSettings:
     - ``data_dir`` (``JOBS_DATA_DIR``): where the embedded server keeps its data;
     - ``demo_types`` (``JOBS_DEMO_TYPES``): register the demo types; when unset it is on for the
       embedded server (a development database) and off for a real one;
+    - ``extra_registries`` (``JOBS_EXTRA_REGISTRIES``): comma-separated ``module:attribute``
+      paths of a deployment's own registries, served besides the shipped modules;
     - ``debug`` (``JOBS_DEBUG``): print tracebacks on errors.
     """
 
@@ -65,6 +67,7 @@ class CliSettings:
     demo_types: bool
     demo_types_explicit: bool
     debug: bool
+    extra_registries: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CliSettings:
@@ -77,10 +80,14 @@ class CliSettings:
         explicit = raw_demo is not None and raw_demo.strip() != ""
         demo = parse_bool("JOBS_DEMO_TYPES", raw_demo) if explicit and raw_demo else url is None
         debug = parse_bool("JOBS_DEBUG", env.get("JOBS_DEBUG", ""))
+        extra = tuple(
+            part.strip() for part in env.get("JOBS_EXTRA_REGISTRIES", "").split(",") if part.strip()
+        )
         return cls(
             database_url=url,
             data_dir=data_dir,
             demo_types=demo,
             demo_types_explicit=explicit,
             debug=debug,
+            extra_registries=extra,
         )

@@ -85,7 +85,7 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
 
     from jobs_cli.registries import build_registry
 
-    registry = build_registry(settings.demo_types)
+    registry = build_registry(settings)
     # Checked before touching the database: a typo should not wait for a server to start.
     try:
         registry.new_job(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
@@ -117,13 +117,14 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
         type=args.type,
         limit=args.limit,
     )
-    with db.service(settings) as svc:
-        if args.org is not None:
+    if args.org is not None:
+        with db.service(settings) as svc:
             jobs = svc.list_jobs(args.org, query)
-        else:
-            from jobs_cli.admin_queries import list_all_orgs
+    else:
+        from jobs_cli.admin_queries import list_all_orgs
 
-            jobs = list_all_orgs(svc.store, query)
+        with db.store(settings) as store:
+            jobs = list_all_orgs(store, query)
     if args.json:
         print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
         return 0
@@ -137,16 +138,17 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
 def show(args: argparse.Namespace, settings: CliSettings) -> int:
     """Show one job."""
     job_id = parse_job_id(args.job_id)
-    with db.service(settings) as svc:
-        if args.org is not None:
+    if args.org is not None:
+        with db.service(settings) as svc:
             job = svc.get(args.org, job_id)
-        else:
-            from jobs_cli.admin_queries import get_any_org
+    else:
+        from jobs_cli.admin_queries import get_any_org
 
-            found = get_any_org(svc.store, job_id)
-            if found is None:
-                raise CliError(f"no job with id {job_id}")
-            job = found
+        with db.store(settings) as store:
+            found = get_any_org(store, job_id)
+        if found is None:
+            raise CliError(f"no job with id {job_id}")
+        job = found
     _print_job(job, args.json)
     return 0
 

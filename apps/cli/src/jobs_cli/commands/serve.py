@@ -7,6 +7,7 @@ import dataclasses
 import logging
 
 from jobs_cli import db
+from jobs_cli.errors import UsageError
 from jobs_cli.settings import CliSettings
 
 
@@ -35,7 +36,7 @@ def api(args: argparse.Namespace, settings: CliSettings) -> int:
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
 
-    from jobs_cli.registries import module_registries
+    from jobs_cli.registries import build_registry
 
     _configure_logging()
     resolved = _reachable(settings)
@@ -44,8 +45,38 @@ def api(args: argparse.Namespace, settings: CliSettings) -> int:
         data_dir=settings.data_dir,
         demo_types=settings.demo_types,
     )
-    container = build_container(api_settings, module_registries(settings.demo_types))
+    container = build_container(api_settings, [build_registry(settings)])
     host = args.host if args.host is not None else api_settings.api_host
     port = args.port if args.port is not None else api_settings.api_port
     serve(container, host=host, port=port)
     return 0
+
+
+def worker(args: argparse.Namespace, settings: CliSettings) -> int:
+    """Run a worker until SIGINT/SIGTERM; its exit code."""
+    from jobs_worker.main import ConfigurationError, run_worker, settings_from_args
+    from jobs_worker.settings import WorkerSettings
+    from pydantic import ValidationError
+
+    try:
+        base = WorkerSettings()
+        worker_settings = settings_from_args(args, base)
+    except ValidationError as exc:
+        raise UsageError(f"invalid worker settings: {exc.errors()[0]['msg']}") from None
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    resolved = _reachable(settings)
+    # The CLI's view wins where it differs from the worker's own defaults: the data directory
+    # is the project's, and the demo types are on by default on the embedded server. An
+    # explicit --demo-types/--no-demo-types option still decides.
+    overrides: dict[str, object] = {
+        "database_url": resolved.database_url,
+        "data_dir": settings.data_dir,
+    }
+    if getattr(args, "demo_types", None) is None:
+        overrides["demo_types"] = settings.demo_types
+    worker_settings = worker_settings.model_copy(update=overrides)
+    try:
+        return run_worker(settings=worker_settings)
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
