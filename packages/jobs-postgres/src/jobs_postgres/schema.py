@@ -1,0 +1,116 @@
+"""The tables of jobs, as SQLAlchemy Core: the single definition the code imports.
+
+The Alembic migration (``jobs_postgres/migrations/versions``) creates exactly these; a test
+compares the migrated database with this metadata so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP, UUID
+
+metadata = MetaData()
+
+TIMESTAMPTZ = TIMESTAMP(timezone=True)
+
+STATUSES = ("queued", "running", "done", "failed", "cancelled")
+DEDUP_SCOPES = ("queue", "active")
+
+QUEUE_INDEX = "jobs_queue_idx"
+"""The partial index the claim, the sweep and the stale scan walk (see ``jobs_postgres.sql``)."""
+
+# A queue table is rewritten all day long: every job is inserted, claimed, heartbeaten and
+# finished, so most row versions die young.
+# - fillfactor 70 leaves room in each page for the new version of a row, so the updates that
+#   touch no indexed column (heartbeats, progress) are HOT: no new index entries, and the dead
+#   version is pruned on the page without waiting for vacuum.
+# - autovacuum at 1 % of the table (instead of 20 %) plus a fixed floor keeps dead tuples (and
+#   the dead index entries at the head of the queue index, which every claim walks over) from
+#   piling up between vacuums as the history grows; analyze follows so the planner keeps
+#   seeing a small queue inside a large table.
+JOBS_STORAGE = {
+    "fillfactor": "70",
+    "autovacuum_vacuum_scale_factor": "0.01",
+    "autovacuum_vacuum_threshold": "1000",
+    "autovacuum_analyze_scale_factor": "0.02",
+    "autovacuum_vacuum_insert_scale_factor": "0.05",
+}
+
+jobs = Table(
+    "jobs",
+    metadata,
+    # -- spec 000 §1 ----------------------------------------------------------------------------
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("uuidv7()")),
+    Column("org_id", Text, nullable=False),
+    Column("type", Text, nullable=False),
+    Column("status", Text, nullable=False, server_default=text("'queued'")),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("dedup_key", Text),
+    Column("payload", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("progress", JSONB),
+    Column("report", JSONB),
+    Column("error", Text),
+    Column("created_at", TIMESTAMPTZ, nullable=False, server_default=text("now()")),
+    Column("started_at", TIMESTAMPTZ),
+    Column("finished_at", TIMESTAMPTZ),
+    # -- the design brief's additions -------------------------------------------------------------
+    Column("run_at", TIMESTAMPTZ, nullable=False, server_default=text("now()")),
+    Column("max_attempts", Integer, nullable=False, server_default=text("3")),
+    Column("dedup_scope", Text, nullable=False, server_default=text("'queue'")),
+    Column("requested_dedup_key", Text),
+    Column("cancel_requested_at", TIMESTAMPTZ),
+    Column("lease", UUID(as_uuid=True)),
+    CheckConstraint(
+        "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="jobs_status_check"
+    ),
+    CheckConstraint("dedup_scope IN ('queue', 'active')", name="jobs_dedup_scope_check"),
+    CheckConstraint("attempts >= 0", name="jobs_attempts_check"),
+    CheckConstraint("max_attempts >= 1", name="jobs_max_attempts_check"),
+    # Decision 0003: a key is unique per org. NULLs never conflict, so released keys are free.
+    UniqueConstraint("org_id", "dedup_key", name="jobs_org_dedup_key_key"),
+    postgresql_with=JOBS_STORAGE,
+)
+
+# Spec 000 §1 index, with ``id`` as the tie-breaker of the keyset cursor of a type-filtered list.
+Index(
+    "jobs_org_type_created_idx",
+    jobs.c.org_id,
+    jobs.c.type,
+    jobs.c.created_at.desc(),
+    jobs.c.id.desc(),
+)
+# An org's jobs newest first, with or without a status filter: GET /jobs and its cursor.
+Index("jobs_org_created_idx", jobs.c.org_id, jobs.c.created_at.desc(), jobs.c.id.desc())
+# Spec 000 §1 partial queue index: only live rows, so it stays small however large the history
+# grows. ``id`` after ``created_at`` makes it return rows in exactly the claim's ORDER BY.
+Index(
+    QUEUE_INDEX,
+    jobs.c.status,
+    jobs.c.created_at,
+    jobs.c.id,
+    postgresql_where=text("status IN ('queued', 'running')"),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("uuidv7()")),
+    Column("org_id", Text, nullable=False),
+    # sha256 of the token, computed by the API: the table never holds a usable token.
+    Column("token_hash", Text, nullable=False),
+    Column("label", Text),
+    Column("created_at", TIMESTAMPTZ, nullable=False, server_default=text("now()")),
+    Column("revoked_at", TIMESTAMPTZ),
+    UniqueConstraint("token_hash", name="api_tokens_token_hash_key"),
+)
+Index("api_tokens_org_idx", api_tokens.c.org_id, api_tokens.c.created_at)

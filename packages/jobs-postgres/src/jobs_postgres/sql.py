@@ -1,0 +1,339 @@
+"""Every statement the PostgreSQL store runs, by name, each with the index it relies on.
+
+Conventions:
+- every instant is a parameter (``:now``, ``:stale_before``) taken from the caller's clock, never
+  the server's ``now()``, so a fake clock moves time on PostgreSQL as on memory (decision 0002);
+- worker writes are fenced: ``WHERE id = … AND lease = … AND status = 'running'``;
+- a statement that makes work available (insert, re-queue, retry) sends one
+  ``pg_notify('jobs_new', '')`` (the ``wake`` CTE), and a statement that changes statuses sends
+  one ``pg_notify('jobs_events', <json>)`` (the ``events`` CTE), once per statement whatever the
+  number of rows. Both are delivered when the transaction commits.
+- parameters are written ``CAST(:p AS type)``: SQLAlchemy's ``text()`` would read ``:p::type``
+  as a parameter named ``p:``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Select, TextClause, and_, select, text, tuple_
+
+from jobs_postgres.schema import jobs
+
+COLUMNS: tuple[str, ...] = tuple(jobs.c.keys())
+"""The ``jobs`` columns in the order every statement returns them (see ``store._job``)."""
+
+
+def _columns(alias: str) -> str:
+    return ", ".join(f"{alias}.{name}" for name in COLUMNS)
+
+
+NEW_WORK_CHANNEL = "jobs_new"
+EVENTS_CHANNEL = "jobs_events"
+
+# One wake-up per statement, only if ``source`` yielded a row that is queued. Identical
+# notifications of one transaction are folded into one by the server anyway.
+_WAKE = """
+wake AS (
+    SELECT pg_notify('jobs_new', '') FROM {source} WHERE status = 'queued' HAVING count(*) > 0
+)"""
+
+# One event per statement: the job itself for a single row, a summary for a batch (a NOTIFY
+# payload must stay under 8000 bytes; the listener re-reads what it needs).
+_EVENTS = """
+events AS (
+    SELECT pg_notify(
+        'jobs_events',
+        CASE WHEN count(*) = 1
+            THEN json_build_object(
+                'id', min(id::text), 'org_id', min(org_id), 'status', min(status)
+            )::text
+            ELSE json_build_object(
+                'count', count(*),
+                'org_ids', CASE WHEN sum(length(org_id)) < 4000 THEN json_agg(DISTINCT org_id) END
+            )::text
+        END
+    )
+    FROM {source}
+    HAVING count(*) > 0
+)"""
+
+# A CTE that nothing reads is never run: the final SELECT joins the notify CTEs (one row at
+# most each) so they are evaluated, without changing the rows returned.
+_NOTIFIED = "LEFT JOIN wake ON true LEFT JOIN events ON true"
+
+# When the attempt last showed life (domain.Job.last_seen_at): the later of its heartbeat and
+# its start. The heartbeat is read only if it has the shape the store writes (an ISO 8601
+# instant with an offset), so a handler's odd ``updated_at`` can never break the sweep.
+LAST_SEEN = """greatest(
+    CASE WHEN {t}.progress->>'updated_at'
+              ~ '^\\d{{4}}-\\d\\d-\\d\\dT\\d\\d:\\d\\d(:\\d\\d(\\.\\d+)?)?([+-]\\d\\d:\\d\\d|Z)$'
+         THEN ({t}.progress->>'updated_at')::timestamptz
+    END,
+    {t}.started_at
+)"""
+
+
+# -- enqueue ----------------------------------------------------------------------------------
+
+# Index: the unique index jobs_org_dedup_key_key resolves the conflict (decision 0003).
+INSERT = text(
+    f"""
+WITH inserted AS (
+    INSERT INTO jobs AS j (
+        org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
+        created_at, run_at
+    )
+    VALUES (
+        :org_id, :type, CAST(:payload AS jsonb), :dedup_key, :dedup_key, :dedup_scope,
+        :max_attempts, :now, :run_at
+    )
+    ON CONFLICT (org_id, dedup_key) DO NOTHING
+    RETURNING {_columns("j")}
+),
+{_WAKE.format(source="inserted")},
+{_EVENTS.format(source="inserted")}
+SELECT inserted.* FROM inserted {_NOTIFIED}
+"""
+)
+
+# Index: jobs_org_dedup_key_key, as for INSERT. One statement for the whole batch: the rows
+# arrive as parallel arrays and are inserted in input order, so within the batch the first job
+# with a key wins it, as on memory.
+INSERT_MANY = text(
+    f"""
+WITH inserted AS (
+    INSERT INTO jobs AS j (
+        org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
+        created_at, run_at
+    )
+    SELECT n.org_id, n.type, n.payload, n.dedup_key, n.dedup_key, n.dedup_scope,
+           n.max_attempts, CAST(:now AS timestamptz), coalesce(n.run_at, CAST(:now AS timestamptz))
+    FROM unnest(
+        CAST(:org_ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
+        CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
+        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[])
+    ) WITH ORDINALITY AS n(
+        org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at, ord
+    )
+    ORDER BY n.ord
+    ON CONFLICT (org_id, dedup_key) DO NOTHING
+    RETURNING {_columns("j")}
+),
+{_WAKE.format(source="inserted")},
+{_EVENTS.format(source="inserted")}
+SELECT inserted.* FROM inserted {_NOTIFIED}
+"""
+)
+
+# Index: jobs_org_dedup_key_key (equality on both columns).
+FIND_BY_DEDUP_KEY = text(
+    f"SELECT {_columns('j')} FROM jobs AS j WHERE j.org_id = :org_id AND j.dedup_key = :dedup_key"
+)
+
+
+# -- worker -----------------------------------------------------------------------------------
+
+
+def claim(types: Sequence[str] | None) -> TextClause:
+    """Claim up to ``:limit`` due jobs in one statement.
+
+    Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (created_at, id) order,
+    the claim's ORDER BY, so the scan stops after ``limit`` due rows: the finished history is
+    not in the partial index at all. ``run_at`` and ``type`` filter the rows it yields.
+    ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
+    wait on nor take the same job. The key of a ``queue``-scope job is released in the same
+    statement (spec 000 §1).
+    """
+    type_filter = "AND type = ANY(CAST(:types AS text[]))" if types is not None else ""
+    return text(
+        f"""
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'queued' AND run_at <= :now {type_filter}
+    ORDER BY created_at, id
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs AS j
+SET status = 'running',
+    attempts = j.attempts + 1,
+    started_at = :now,
+    lease = gen_random_uuid(),
+    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
+FROM due
+WHERE j.id = due.id AND j.status = 'queued'
+RETURNING {_columns("j")}
+"""
+    )
+
+
+CLAIM_ALL = claim(None)
+CLAIM_TYPES = claim(())
+
+# Index: the primary key, one probe per ref. Merges ``updated_at`` into the progress document
+# (domain.heartbeat_progress): the update touches no indexed column, so it is a HOT update.
+HEARTBEAT = text(
+    """
+UPDATE jobs AS j
+SET progress = coalesce(j.progress, '{}'::jsonb)
+               || jsonb_build_object('updated_at', CAST(:beat AS text))
+FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
+WHERE j.id = r.id AND j.lease = r.lease AND j.status = 'running'
+RETURNING j.id
+"""
+)
+
+# Index: the primary key. Replaces the progress document (a HOT update, as HEARTBEAT).
+SAVE_PROGRESS = text(
+    """
+UPDATE jobs
+SET progress = CAST(:progress AS jsonb)
+WHERE id = :id AND lease = :lease AND status = 'running'
+"""
+)
+
+# Index: the primary key, one probe per ref.
+CANCEL_REQUESTED = text(
+    """
+SELECT j.id
+FROM jobs AS j
+JOIN unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
+  ON j.id = r.id AND j.lease = r.lease
+WHERE j.status = 'running' AND j.cancel_requested_at IS NOT NULL
+"""
+)
+
+
+def finish(*, if_stale: bool) -> TextClause:
+    """Apply a batch of outcomes in one statement (domain.finish for each row).
+
+    Index: the primary key, one probe per ref; fenced on lease and status. ``:outcomes`` is a
+    JSON array of ``{ord, id, lease, status, run_at, error, report, keep_report,
+    refund_attempt}``; the rows
+    come back with their ``ord`` so the caller aligns them with its input (an outcome whose
+    attempt lost the job returns no row). With ``if_stale`` (the sweep) a row is changed only
+    if its attempt still shows no life since ``:stale_before``, so a sweeper racing a slow
+    heartbeat, or another sweeper, changes nothing.
+    """
+    stale = f"AND {LAST_SEEN.format(t='j')} < :stale_before" if if_stale else ""
+    return text(
+        f"""
+WITH outcome AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
+        ord int, id uuid, lease uuid, status text, run_at timestamptz, error text,
+        report jsonb, keep_report boolean, refund_attempt boolean
+    )
+),
+finished AS (
+    UPDATE jobs AS j
+    SET status = o.status,
+        -- a worker shutting down hands its attempt back unconsumed
+        attempts = CASE WHEN o.refund_attempt THEN greatest(j.attempts - 1, 0)
+                        ELSE j.attempts END,
+        error = o.error,
+        report = CASE WHEN o.keep_report THEN j.report ELSE o.report END,
+        lease = NULL,
+        -- a re-queue keeps the key the job still holds; an end releases it
+        run_at = CASE WHEN o.status = 'queued' THEN o.run_at ELSE j.run_at END,
+        cancel_requested_at = CASE WHEN o.status = 'queued' THEN NULL
+                                   ELSE j.cancel_requested_at END,
+        finished_at = CASE WHEN o.status = 'queued' THEN j.finished_at ELSE :now END,
+        dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
+    FROM outcome AS o
+    WHERE j.id = o.id AND j.lease = o.lease AND j.status = 'running' {stale}
+    RETURNING o.ord, {_columns("j")}
+),
+{_WAKE.format(source="finished")},
+{_EVENTS.format(source="finished")}
+SELECT finished.* FROM finished {_NOTIFIED}
+"""
+    )
+
+
+FINISH = finish(if_stale=False)
+FINISH_IF_STALE = finish(if_stale=True)
+
+# Index: jobs_queue_idx, its ``status = 'running'`` range (the running set is small).
+FIND_STALE = text(
+    f"""
+SELECT {_columns("j")} FROM jobs AS j
+WHERE j.status = 'running' AND {LAST_SEEN.format(t="j")} < :stale_before
+ORDER BY j.created_at, j.id
+LIMIT :limit
+"""
+)
+
+
+# -- org-scoped reads and admin actions ---------------------------------------------------------
+
+# Index: the primary key; the org filter makes another org's job invisible.
+GET = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
+
+# Index: the primary key. Admin actions lock the row, apply the pure transition in Python
+# (jobs_core.domain) and write the result back with SAVE.
+GET_FOR_UPDATE = text(
+    f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id FOR UPDATE"
+)
+
+# Index: the primary key. Writes back every column an admin transition may change.
+SAVE = text(
+    f"""
+WITH saved AS (
+    UPDATE jobs AS j
+    SET status = :status, attempts = :attempts, dedup_key = :dedup_key, run_at = :run_at,
+        error = :error, started_at = :started_at, finished_at = :finished_at,
+        cancel_requested_at = :cancel_requested_at, lease = :lease
+    WHERE j.id = :id
+    RETURNING {_columns("j")}
+),
+{_WAKE.format(source="saved")},
+{_EVENTS.format(source="saved")}
+SELECT saved.* FROM saved {_NOTIFIED}
+"""
+)
+
+# Index: the primary key.
+DELETE = text("DELETE FROM jobs WHERE id = :id AND org_id = :org_id")
+
+# Index: jobs_org_created_idx (an index-only count would need status in it; the org's rows
+# are what is read, never the whole table).
+STATS = text("SELECT status, count(*) FROM jobs WHERE org_id = :org_id GROUP BY status")
+
+
+def list_jobs(
+    org_id: str,
+    statuses: Sequence[str] | None,
+    type_name: str | None,
+    before: tuple[datetime, object] | None,
+    limit: int,
+) -> Select[tuple[object, ...]]:
+    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id).
+
+    Index: jobs_org_type_created_idx with a type, jobs_org_created_idx without; both are in
+    (created_at DESC, id DESC) order after the equality columns, so the page is read in order
+    and the row comparison of the cursor is an index condition.
+    """
+    conditions = [jobs.c.org_id == org_id]
+    if statuses is not None:
+        conditions.append(jobs.c.status.in_(list(statuses)))
+    if type_name is not None:
+        conditions.append(jobs.c.type == type_name)
+    if before is not None:
+        conditions.append(tuple_(jobs.c.created_at, jobs.c.id) < tuple_(*before))
+    columns = [jobs.c[name] for name in COLUMNS]
+    return (
+        select(*columns)
+        .where(and_(*conditions))
+        .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+        .limit(limit)
+    )
+
+
+# -- tokens -----------------------------------------------------------------------------------
+
+# Index: api_tokens_token_hash_key (the lookup of every authenticated request).
+TOKEN_ORG = text(
+    "SELECT org_id FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL"
+)

@@ -1,0 +1,398 @@
+"""The PostgreSQL job store: :class:`jobs_core.ports.JobStore` over SQLAlchemy Core + psycopg 3.
+
+Each method is one statement of :mod:`jobs_postgres.sql` (claim, finish, insert and their bulk
+forms included), run on an autocommit connection so it is its own transaction: one round trip.
+The admin actions (cancel, retry, delete) lock the row, apply the pure transition of
+:mod:`jobs_core.domain` and write it back, in one transaction.
+
+:meth:`PostgresJobStore.bound_to` gives the same store inside a caller's transaction: a module
+writes its domain rows and enqueues its job atomically (both commit or neither).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from jobs_core import domain
+from jobs_core.domain import (
+    AttemptRef,
+    Cancelled,
+    DedupScope,
+    Done,
+    Failed,
+    Job,
+    NewJob,
+    Outcome,
+    Requeue,
+    Status,
+)
+from jobs_core.errors import DedupConflict, InvalidTransition
+from jobs_core.ports import JobFilter
+from sqlalchemy import Connection, Engine, TextClause, exc
+
+from jobs_postgres import sql
+from jobs_postgres.errors import unavailable_as_store_error, unique_violation
+
+_STATUS = {status.value: status for status in Status}
+_SCOPE = {scope.value: scope for scope in DedupScope}
+
+
+class PostgresJobStore:
+    """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
+
+    Driver errors are translated at the boundary: a lost connection or a server restart raises
+    :class:`jobs_core.StoreUnavailable` (retry later); a key held by another job is
+    :class:`jobs_core.DedupConflict` (retry) or simply no insert (enqueue).
+    """
+
+    def __init__(self, engine: Engine, *, connection: Connection | None = None) -> None:
+        self._engine = engine
+        self._bound = connection
+        # One statement per call needs no BEGIN/COMMIT round trips: run it in autocommit.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this store runs on."""
+        return self._engine
+
+    def bound_to(self, connection: Connection) -> PostgresJobStore:
+        """This store inside the caller's transaction on ``connection``.
+
+        Its methods never commit: the caller's commit publishes the jobs (and their NOTIFY),
+        the caller's rollback leaves no job.
+        """
+        return PostgresJobStore(self._engine, connection=connection)
+
+    # -- connections --------------------------------------------------------------------------
+    @contextmanager
+    def _statement(self) -> Iterator[Connection]:
+        """A connection for one self-contained statement."""
+        with unavailable_as_store_error():
+            if self._bound is not None:
+                yield self._bound
+            else:
+                with self._autocommit.connect() as conn:
+                    yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Connection]:
+        """A connection in a transaction for a read-lock-write sequence.
+
+        Bound to a caller's connection, the sequence runs in a savepoint, so a refusal (a dedup
+        conflict) leaves the caller's transaction usable.
+        """
+        with unavailable_as_store_error():
+            if self._bound is not None:
+                with self._bound.begin_nested():
+                    yield self._bound
+            else:
+                with self._engine.begin() as conn:
+                    yield conn
+
+    def _rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[Any]:
+        with self._statement() as conn:
+            return list(conn.execute(statement, params).all())
+
+    # -- enqueue ------------------------------------------------------------------------------
+    def insert(self, new: NewJob, now: datetime) -> Job | None:
+        """Insert a queued job; None if its dedup key is held by another job of the org."""
+        rows = self._rows(
+            sql.INSERT,
+            {
+                "org_id": new.org_id,
+                "type": new.type,
+                "payload": _payload_json(new.payload),
+                "dedup_key": new.dedup_key,
+                "dedup_scope": new.dedup_scope.value,
+                "max_attempts": new.max_attempts,
+                "now": now,
+                "run_at": new.run_at or now,
+            },
+        )
+        return _job(rows[0]) if rows else None
+
+    def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
+        """Insert many jobs in one statement; those whose key is held are skipped.
+
+        Within the batch the first job with a key takes it. The jobs come back in input order.
+        """
+        if not new:
+            return []
+        rows = self._rows(
+            sql.INSERT_MANY,
+            {
+                "org_ids": [n.org_id for n in new],
+                "types": [n.type for n in new],
+                "payloads": [_payload_json(n.payload) for n in new],
+                "dedup_keys": [n.dedup_key for n in new],
+                "dedup_scopes": [n.dedup_scope.value for n in new],
+                "max_attempts": [n.max_attempts for n in new],
+                "run_ats": [n.run_at for n in new],
+                "now": now,
+            },
+        )
+        return [_job(row) for row in rows]
+
+    def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
+        """The job of the org that holds ``dedup_key`` now, if any."""
+        rows = self._rows(sql.FIND_BY_DEDUP_KEY, {"org_id": org_id, "dedup_key": dedup_key})
+        return _job(rows[0]) if rows else None
+
+    # -- worker -------------------------------------------------------------------------------
+    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
+        """Take up to ``limit`` due queued jobs, oldest first, in one statement."""
+        if limit <= 0 or (types is not None and not types):
+            return []
+        if types is None:
+            rows = self._rows(sql.CLAIM_ALL, {"now": now, "limit": limit})
+        else:
+            rows = self._rows(sql.CLAIM_TYPES, {"now": now, "limit": limit, "types": list(types)})
+        return sorted((_job(row) for row in rows), key=_queue_order)
+
+    def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
+        """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
+        if not refs:
+            return set()
+        rows = self._rows(
+            sql.HEARTBEAT,
+            {
+                "ids": [r.job_id for r in refs],
+                "leases": [r.lease for r in refs],
+                "beat": now.isoformat(),
+            },
+        )
+        return {row[0] for row in rows}
+
+    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
+        """Replace the progress document of a held job; False if the lease is lost."""
+        document = domain.heartbeat_progress(copy.deepcopy(progress), now)
+        with self._statement() as conn:
+            result = conn.execute(
+                sql.SAVE_PROGRESS,
+                {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)},
+            )
+            return bool(result.rowcount == 1)
+
+    def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """The ids among held jobs whose cancellation has been requested."""
+        if not refs:
+            return set()
+        rows = self._rows(
+            sql.CANCEL_REQUESTED,
+            {"ids": [r.job_id for r in refs], "leases": [r.lease for r in refs]},
+        )
+        return {row[0] for row in rows}
+
+    def finish(
+        self,
+        ref: AttemptRef,
+        outcome: Outcome,
+        now: datetime,
+        *,
+        stale_before: datetime | None = None,
+    ) -> Job | None:
+        """Apply ``outcome`` to the held attempt; with ``stale_before``, only if still stale."""
+        return self._finish([(ref, outcome)], now, stale_before)[0]
+
+    def finish_many(
+        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
+    ) -> list[Job | None]:
+        """:meth:`finish` for many attempts in one statement, results in the same order."""
+        return self._finish(outcomes, now, None)
+
+    def _finish(
+        self,
+        outcomes: Sequence[tuple[AttemptRef, Outcome]],
+        now: datetime,
+        stale_before: datetime | None,
+    ) -> list[Job | None]:
+        if not outcomes:
+            return []
+        batch = []
+        seen: set[uuid.UUID] = set()
+        for ord_, (ref, outcome) in enumerate(outcomes):
+            # The same attempt twice in a batch: the first outcome wins, as applied in order
+            # (after it the job is no longer running under that lease).
+            if ref.job_id not in seen:
+                seen.add(ref.job_id)
+                batch.append(_outcome_row(ord_, ref, outcome))
+        params: dict[str, Any] = {"outcomes": _document_json(batch), "now": now}
+        if stale_before is not None:
+            params["stale_before"] = stale_before
+        statement = sql.FINISH if stale_before is None else sql.FINISH_IF_STALE
+        results: list[Job | None] = [None] * len(outcomes)
+        for row in self._rows(statement, params):
+            results[row[0]] = _job(row[1:])
+        return results
+
+    def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
+        """Running jobs whose last sign of life is older than ``stale_before``."""
+        if limit <= 0:
+            return []
+        rows = self._rows(sql.FIND_STALE, {"stale_before": stale_before, "limit": limit})
+        return [_job(row) for row in rows]
+
+    # -- org-scoped reads and actions ---------------------------------------------------------
+    def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
+        """The org's job, or None."""
+        rows = self._rows(sql.GET, {"org_id": org_id, "id": job_id})
+        return _job(rows[0]) if rows else None
+
+    def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
+        """The org's jobs matching ``query``, newest first."""
+        if query.limit <= 0:
+            return []
+        statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
+        statement = sql.list_jobs(org_id, statuses, query.type, query.before, query.limit)
+        with self._statement() as conn:
+            return [_job(row) for row in conn.execute(statement)]
+
+    def stats(self, org_id: str) -> dict[Status, int]:
+        """Job count per status for the org (every status present, zero included)."""
+        counts = dict.fromkeys(Status, 0)
+        for status, count in self._rows(sql.STATS, {"org_id": org_id}):
+            counts[_STATUS[status]] = int(count)
+        return counts
+
+    def cancel(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
+        """Queued → cancelled at once; running → cancellation requested.
+
+        Raises :class:`~jobs_core.errors.InvalidTransition` for a finished job.
+        """
+        with self._transaction() as conn:
+            job = _locked(conn, org_id, job_id)
+            if job is None:
+                return None
+            if job.status is Status.QUEUED:
+                updated = domain.cancel_queued(job, now)
+            elif job.status is Status.RUNNING:
+                updated = domain.request_cancel(job, now)
+                if updated is job:
+                    return job
+            else:
+                raise InvalidTransition(job.status, "cancel")
+            return _save(conn, updated)
+
+    def retry(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
+        """Failed/cancelled → queued with attempts 0 and the originally requested dedup key.
+
+        Raises ``InvalidTransition`` for another status, ``DedupConflict`` if the key is held.
+        """
+        key: str | None = None
+        try:
+            with self._transaction() as conn:
+                job = _locked(conn, org_id, job_id)
+                if job is None:
+                    return None
+                retried = domain.retry(job, now)
+                key = retried.dedup_key
+                if key is not None:
+                    holder = conn.execute(
+                        sql.FIND_BY_DEDUP_KEY, {"org_id": org_id, "dedup_key": key}
+                    ).first()
+                    if holder is not None:
+                        raise DedupConflict(f"dedup key {key!r} is held by job {holder[0]}")
+                return _save(conn, retried)
+        except exc.IntegrityError as error:
+            if not unique_violation(error):
+                raise
+            # Another job took the key between the check and the write.
+            raise DedupConflict(f"dedup key {key!r} is held by another job") from None
+
+    def delete(self, org_id: str, job_id: uuid.UUID) -> bool:
+        """Delete a finished job; False if absent. ``InvalidTransition`` if not finished."""
+        with self._transaction() as conn:
+            job = _locked(conn, org_id, job_id)
+            if job is None:
+                return False
+            domain.check_deletable(job)
+            conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
+            return True
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+def _job(row: Sequence[Any]) -> Job:
+    """A ``jobs`` row (columns in :data:`sql.COLUMNS` order) as a :class:`Job`."""
+    values = dict(zip(sql.COLUMNS, row, strict=True))
+    values["status"] = _STATUS[values["status"]]
+    values["dedup_scope"] = _SCOPE[values["dedup_scope"]]
+    return Job(**values)
+
+
+def _locked(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:
+    row = conn.execute(sql.GET_FOR_UPDATE, {"org_id": org_id, "id": job_id}).first()
+    return None if row is None else _job(row)
+
+
+def _save(conn: Connection, job: Job) -> Job:
+    row = conn.execute(
+        sql.SAVE,
+        {
+            "id": job.id,
+            "status": job.status.value,
+            "attempts": job.attempts,
+            "dedup_key": job.dedup_key,
+            "run_at": job.run_at,
+            "error": job.error,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+            "cancel_requested_at": job.cancel_requested_at,
+            "lease": job.lease,
+        },
+    ).one()
+    return _job(row)
+
+
+def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
+    return (job.created_at, job.id)
+
+
+def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]:
+    """One element of the FINISH batch: the columns :func:`jobs_core.domain.finish` sets."""
+    row: dict[str, Any] = {
+        "ord": ord_,
+        "id": str(ref.job_id),
+        "lease": str(ref.lease),
+        "run_at": None,
+        "keep_report": False,
+        "refund_attempt": False,
+    }
+    if isinstance(outcome, Requeue):
+        row.update(
+            status=Status.QUEUED.value,
+            run_at=outcome.run_at.isoformat(),
+            error=outcome.error,
+            report=outcome.report,
+            keep_report=outcome.report is None,
+            refund_attempt=outcome.refund_attempt,
+        )
+    elif isinstance(outcome, Done):
+        row.update(status=Status.DONE.value, error=None, report=outcome.report)
+    elif isinstance(outcome, Cancelled):
+        row.update(status=Status.CANCELLED.value, error="cancelled", report=outcome.report)
+    elif isinstance(outcome, Failed):
+        row.update(status=Status.FAILED.value, error=outcome.error, report=outcome.report)
+    else:  # pragma: no cover - Outcome is a closed union
+        raise TypeError(f"not an outcome: {outcome!r}")
+    return row
+
+
+def _payload_json(payload: Mapping[str, Any]) -> str:
+    """A payload as JSON; a value JSON cannot hold is the caller's error (``TypeError``)."""
+    return json.dumps(dict(payload), separators=(",", ":"))
+
+
+def _document_json(document: object) -> str:
+    """A report or progress document as JSON. What a handler returns is informational: a value
+    JSON cannot hold (a datetime, a Decimal) is stored as its ``str`` rather than failing the
+    attempt after the work was done."""
+    return json.dumps(document, separators=(",", ":"), default=str)

