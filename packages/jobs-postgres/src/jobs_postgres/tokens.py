@@ -1,0 +1,108 @@
+"""API token hashes in the ``api_tokens`` table.
+
+The API hashes a token before it gets here: the table only ever holds ``token_hash``, so
+whoever reads it cannot authenticate. The API defines the matching ``TokenStore`` Protocol and
+an in-memory version (``jobs_api.auth``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, exc, insert, select, update
+
+from jobs_postgres.errors import unavailable_as_store_error, unique_violation
+from jobs_postgres.schema import api_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    """What is stored about a token: never the token itself."""
+
+    id: uuid.UUID
+    org_id: str
+    token_hash: str
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None = None
+
+
+_RECORD = (
+    api_tokens.c.id,
+    api_tokens.c.org_id,
+    api_tokens.c.token_hash,
+    api_tokens.c.label,
+    api_tokens.c.created_at,
+    api_tokens.c.revoked_at,
+)
+
+
+def _record(row: Any) -> TokenRecord:
+    return TokenRecord(*row)
+
+
+class PostgresTokenStore:
+    """Token hashes with their org, label and revocation, in PostgreSQL."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+
+    def create(self, org_id: str, token_hash: str, label: str | None, now: datetime) -> TokenRecord:
+        """Store a new token hash for the org; ``ValueError`` if that hash is already stored."""
+        statement = (
+            insert(api_tokens)
+            .values(org_id=org_id, token_hash=token_hash, label=label, created_at=now)
+            .returning(*_RECORD)
+        )
+        try:
+            with unavailable_as_store_error(), self._engine.begin() as conn:
+                return _record(conn.execute(statement).one())
+        except exc.IntegrityError as error:
+            if unique_violation(error):
+                raise ValueError("this token hash is already stored") from None
+            raise
+
+    def org_for(self, token_hash: str) -> str | None:
+        """The org of a live token; None if the hash is unknown or revoked.
+
+        Index: api_tokens_token_hash_key (one probe per authenticated request).
+        """
+        statement = select(api_tokens.c.org_id).where(
+            api_tokens.c.token_hash == token_hash, api_tokens.c.revoked_at.is_(None)
+        )
+        with unavailable_as_store_error(), self._engine.connect() as conn:
+            org: str | None = conn.execute(statement).scalar_one_or_none()
+            return org
+
+    def revoke(self, token_id: uuid.UUID, now: datetime | None = None) -> bool:
+        """Revoke a token by id; False if there is no live token with that id."""
+        return self._revoke(api_tokens.c.id == token_id, now)
+
+    def revoke_hash(self, token_hash: str, now: datetime | None = None) -> bool:
+        """Revoke a token by its hash; False if there is no live token with that hash."""
+        return self._revoke(api_tokens.c.token_hash == token_hash, now)
+
+    def _revoke(self, match: Any, now: datetime | None) -> bool:
+        statement = (
+            update(api_tokens)
+            .where(match, api_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=now or datetime.now(UTC))
+        )
+        with unavailable_as_store_error(), self._engine.begin() as conn:
+            return bool(conn.execute(statement).rowcount == 1)
+
+    def list(self, org_id: str) -> list[TokenRecord]:
+        """The org's tokens, oldest first, revoked ones included.
+
+        Index: api_tokens_org_idx.
+        """
+        statement = (
+            select(*_RECORD)
+            .where(api_tokens.c.org_id == org_id)
+            .order_by(api_tokens.c.created_at, api_tokens.c.id)
+        )
+        with unavailable_as_store_error(), self._engine.connect() as conn:
+            return [_record(row) for row in conn.execute(statement)]

@@ -1,0 +1,183 @@
+"""The migration chain: upgrade of an empty database, clean downgrade, agreement with the schema
+module, the uuidv7() default on every server version."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from jobs_postgres import migrations
+from jobs_postgres.database import create_engine
+from jobs_postgres.schema import metadata
+from sqlalchemy import Engine, inspect, text
+
+pytestmark = pytest.mark.postgres
+
+
+def _tables(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def _uuidv7_schemas(engine: Engine) -> list[str]:
+    with engine.connect() as conn:
+        return list(
+            conn.execute(
+                text(
+                    "SELECT n.nspname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                    " WHERE p.proname = 'uuidv7' AND p.pronargs = 0"
+                )
+            ).scalars()
+        )
+
+
+def test_upgrade_of_an_empty_database_then_a_clean_downgrade(scratch_url: str) -> None:
+    engine = create_engine(scratch_url)
+    try:
+        with engine.connect() as conn:
+            version = int(conn.execute(text("SHOW server_version_num")).scalar_one())
+        assert migrations.current(scratch_url) is None
+        before = _uuidv7_schemas(engine)
+
+        migrations.upgrade(scratch_url)
+        assert migrations.current(scratch_url) == migrations.head()
+        assert {"jobs", "api_tokens", "alembic_version_jobs"} <= _tables(scratch_url)
+        if version < 180000:
+            assert _uuidv7_schemas(engine) == ["public"]
+        else:
+            assert _uuidv7_schemas(engine) == ["pg_catalog"]  # the built-in is used as is
+
+        migrations.upgrade(scratch_url)  # idempotent: nothing left to do
+        assert migrations.current(scratch_url) == migrations.head()
+
+        migrations.downgrade(scratch_url)
+        assert migrations.current(scratch_url) is None
+        assert _tables(scratch_url) <= {"alembic_version_jobs"}
+        assert _uuidv7_schemas(engine) == before  # ours dropped, never the built-in
+
+        migrations.upgrade(scratch_url)  # and back up again from a downgraded database
+        assert migrations.current(scratch_url) == migrations.head()
+    finally:
+        engine.dispose()
+
+
+def test_the_migrated_database_matches_the_schema_module(pg_engine: Engine) -> None:
+    with pg_engine.connect() as conn:
+        context = MigrationContext.configure(conn, opts={"compare_type": True})
+        diffs = [
+            d
+            for d in compare_metadata(context, metadata)
+            # the version table belongs to Alembic, not to the schema module
+            if not (d[0] == "remove_table" and d[1].name == "alembic_version_jobs")
+        ]
+        assert diffs == []
+        indexes = {
+            i["name"]: i for i in inspect(conn).get_indexes("jobs")
+        }  # what the claim relies on
+        queue = indexes["jobs_queue_idx"]
+        assert queue["column_names"] == ["status", "created_at", "id"]
+        where = queue.get("dialect_options", {}).get("postgresql_where", "")
+        assert "queued" in where
+        assert "running" in where
+        options = conn.execute(
+            text("SELECT reloptions FROM pg_class WHERE relname = 'jobs'")
+        ).scalar_one()
+        assert "fillfactor=70" in options
+
+
+def test_migrations_run_from_any_working_directory(scratch_url: str, tmp_path: Path) -> None:
+    """The chain is found from the installed package, not from the current directory."""
+    code = (
+        "import sys; from jobs_postgres import migrations; "
+        "migrations.upgrade(sys.argv[1]); print(migrations.current(sys.argv[1]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, scratch_url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == migrations.head()
+
+
+def _check_v7(values: list[uuid.UUID]) -> None:
+    assert all(v.version == 7 for v in values)
+    assert all(v.variant == uuid.RFC_4122 for v in values)
+    assert len(set(values)) == len(values)
+
+
+def _ms(value: uuid.UUID) -> int:
+    return value.int >> 80
+
+
+def _generate(engine: Engine, function: str) -> list[uuid.UUID]:
+    """One value per statement, a few milliseconds apart, then a burst in one statement."""
+    values = []
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        for _ in range(5):
+            values.append(conn.execute(text(f"SELECT {function}")).scalar_one())
+            conn.execute(text("SELECT pg_sleep(0.003)"))
+        unix_ms = conn.execute(
+            text("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+        ).scalar_one()
+        burst = list(
+            conn.execute(text(f"SELECT {function} FROM generate_series(1, 500)")).scalars()
+        )
+    _check_v7(values + burst)
+    assert values == sorted(values)  # time-ordered across milliseconds
+    assert len({_ms(v) for v in values}) == len(values)
+    assert abs(_ms(burst[0]) - unix_ms) < 5_000  # the leading 48 bits are Unix milliseconds
+    return values + burst
+
+
+def test_uuidv7_default_is_version_7_and_time_ordered(pg_engine: Engine) -> None:
+    """The column default, whichever uuidv7() the server has (built in, or the migration's)."""
+    _generate(pg_engine, "uuidv7()")
+    with pg_engine.begin() as conn:
+        ids = conn.execute(
+            text(
+                "INSERT INTO jobs (org_id, type) SELECT 'o', 't' FROM generate_series(1, 3) "
+                "RETURNING id"
+            )
+        ).scalars()
+        _check_v7(list(ids))
+
+
+def _migration_module() -> Any:
+    path = next(
+        (Path(migrations.__file__).parent / "versions").glob("0001_*.py")
+    )  # the frozen revision
+    spec = importlib.util.spec_from_file_location("jobs_migration_0001", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_migrations_sql_uuidv7_on_any_server_version(pg_engine: Engine) -> None:
+    """The function created on PostgreSQL < 18, checked even where the built-in exists: it is
+    created in this connection's temporary schema."""
+    create = _migration_module().UUIDV7.replace(
+        "CREATE FUNCTION uuidv7()", "CREATE FUNCTION pg_temp.uuidv7()"
+    )
+    engine = create_engine(pg_engine.url.render_as_string(hide_password=False), pool_size=1)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(create))
+        _generate(engine, "pg_temp.uuidv7()")
+    finally:
+        engine.dispose()
