@@ -1,1 +1,40 @@
-"""The Imports module: CSV imports with DuckDB and map_reconcile."""
+"""The Imports module: CSV imports with DuckDB and map_reconcile.
+
+A domain module of jobs: it owns its tables (its own Alembic chain, :mod:`jobs_imports.migrations`)
+and registers two job types. Its handlers need a database, so a deployable builds them:
+
+- :func:`build_registry` ``(engine, data_dir)`` → the :class:`jobs_core.Registry` to include in a
+  worker's (``import_csv``, ``map_reconcile``);
+- :func:`build_module` ``(engine, data_dir)`` → the same registry plus the
+  :class:`~jobs_imports.service.ImportsService` an API or a CLI calls;
+- :func:`jobs_imports.migrations.upgrade` ``(url)`` after the jobs chain;
+- :func:`jobs_imports.api.build_router` for the HTTP routes.
+
+Importing this package is cheap and connects to nothing: the names above load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs_imports.registry import ImportsModule, build_module, build_registry
+    from jobs_imports.urls import normalize_url
+
+__all__ = ["ImportsModule", "build_module", "build_registry", "normalize_url"]
+
+_LAZY = {
+    "ImportsModule": "jobs_imports.registry",
+    "build_module": "jobs_imports.registry",
+    "build_registry": "jobs_imports.registry",
+    "normalize_url": "jobs_imports.urls",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jobs_imports' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,410 @@
+"""``import_csv``: stream an uploaded CSV into ``import_rows``, resumable after any crash.
+
+One batch is one transaction that writes the batch's rows **and** the job's checkpoint (through
+the job store bound to the same connection): after a crash the checkpoint names exactly the
+records already written, so a re-run skips them and its counters continue where they were — the
+final rows and figures are those of a clean run. ``ON CONFLICT DO NOTHING`` on the primary key
+``(import_id, line_no)`` stays as the second line of defence. The checkpoint write is fenced by
+the attempt's lease: an attempt whose job was swept and taken by another cannot commit a batch.
+
+The last transaction takes no rows: it marks the import done with its counts and requests the
+target's ``map_reconcile`` (see :mod:`jobs_imports.reconcile`), so the rows and the request to
+map them are published together. A re-run that finds the import done returns its report.
+
+Rows go through a temporary staging table filled with ``COPY`` and moved with one
+``INSERT … SELECT … ORDER BY line_no ON CONFLICT DO NOTHING``: COPY is the fast path into
+PostgreSQL, and the ordered insert makes the first of two identical records the one kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from jobs_core import Job, JobCancelled, JobContext
+from jobs_postgres.errors import unavailable_as_store_error
+from sqlalchemy import Connection, delete, func, select, text, update
+
+from jobs_imports import csvfile, storage
+from jobs_imports.csvfile import ImportFileError, Record
+from jobs_imports.reconcile import request_reconcile
+from jobs_imports.service import ImportsService
+from jobs_imports.tables import import_rows, imports
+from jobs_imports.urls import InvalidUrl, normalize_url
+
+__all__ = ["ERROR_SAMPLES", "CsvImporter", "ImportState", "mark_import_failed"]
+
+log = logging.getLogger("jobs.imports")
+
+ERROR_SAMPLES = 100
+"""How many invalid records the report lists (with line and reason); ``errors`` counts them all."""
+
+_COLUMNS = (
+    "import_id",
+    "line_no",
+    "site_target_id",
+    "row_key",
+    "url",
+    "normalized_url",
+    "query",
+    "date",
+    "country",
+    "device",
+    "clicks",
+    "impressions",
+    "ctr",
+    "position",
+)
+_COLUMN_LIST = ", ".join(_COLUMNS)
+_STAGING = "import_rows_staging"
+
+
+@dataclass(slots=True)
+class ImportState:
+    """The counters of an import, saved as its job's checkpoint after every batch.
+
+    ``records`` is how many records after the header are behind us (the resume offset);
+    ``read = inserted + skipped + errors`` always holds.
+    """
+
+    import_id: str
+    records: int = 0
+    total: int | None = None
+    read: int = 0
+    inserted: int = 0
+    skipped: int = 0
+    errors: int = 0
+    error_samples: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def resume(cls, import_id: uuid.UUID, progress: Mapping[str, Any] | None) -> ImportState:
+        """The state saved in ``progress`` for this import, or a fresh one."""
+        saved = (progress or {}).get("checkpoint")
+        if not isinstance(saved, Mapping) or saved.get("import_id") != str(import_id):
+            return cls(import_id=str(import_id))
+        try:
+            return cls(
+                import_id=str(import_id),
+                records=int(saved["records"]),
+                total=None if saved.get("total") is None else int(saved["total"]),
+                read=int(saved["read"]),
+                inserted=int(saved["inserted"]),
+                skipped=int(saved["skipped"]),
+                errors=int(saved["errors"]),
+                error_samples=list(saved.get("error_samples", []))[:ERROR_SAMPLES],
+            )
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignoring an unreadable checkpoint of import %s", import_id)
+            return cls(import_id=str(import_id))
+
+    def error(self, line_no: int, reason: str) -> None:
+        """Count an invalid record (and keep it if it is among the first ones)."""
+        self.errors += 1
+        if len(self.error_samples) < ERROR_SAMPLES:
+            self.error_samples.append({"line": line_no, "reason": reason})
+
+    def progress(self) -> dict[str, Any]:
+        """The job's progress document: ``done/total`` and this state as the checkpoint."""
+        return {"done": self.records, "total": self.total, "checkpoint": asdict(self)}
+
+    def report(self) -> dict[str, Any]:
+        """The figures of the import (spec Imports §4: read, inserted, skipped, errors)."""
+        return {
+            "read": self.read,
+            "inserted": self.inserted,
+            "skipped": self.skipped,
+            "errors": self.errors,
+            "error_samples": list(self.error_samples),
+        }
+
+
+def row_key(record: Record) -> uuid.UUID:
+    """A hash of the record's dimensions: two records with the same key say the same thing."""
+    dimensions = [
+        record.url,
+        record.query,
+        None if record.day is None else record.day.isoformat(),
+        record.country,
+        record.device,
+    ]
+    digest = hashlib.blake2b(json.dumps(dimensions).encode(), digest_size=16).digest()
+    return uuid.UUID(bytes=digest)
+
+
+class LeaseLost(JobCancelled):
+    """The job was swept and taken by another attempt: this one must stop writing."""
+
+
+class _Batch:
+    """The rows of one batch ready for COPY, and what the batch did to the counters."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _prepare(
+    records: Sequence[Record],
+    state: ImportState,
+    import_id: uuid.UUID,
+    site_target_id: uuid.UUID,
+    base_url: str,
+) -> _Batch:
+    batch = _Batch()
+    for record in records:
+        state.records += 1
+        state.read += 1
+        if record.empty:
+            state.skipped += 1
+            continue
+        if record.problem is not None:
+            state.error(record.line_no, record.problem)
+            continue
+        url = cast(str, record.url)
+        try:
+            normalized = normalize_url(url, base_url)
+        except InvalidUrl as error:
+            state.error(record.line_no, f"url is invalid: {error}")
+            continue
+        batch.rows.append(
+            (
+                import_id,
+                record.line_no,
+                site_target_id,
+                row_key(record),
+                url,
+                normalized,
+                record.query,
+                record.day,
+                record.country,
+                record.device,
+                record.clicks,
+                record.impressions,
+                record.ctr,
+                record.position,
+            )
+        )
+    return batch
+
+
+def _write_rows(conn: Connection, batch: _Batch) -> int:
+    """COPY the batch into a staging table and move it into ``import_rows``; rows inserted."""
+    if not batch.rows:
+        return 0
+    conn.execute(
+        text(
+            f"CREATE TEMPORARY TABLE {_STAGING} "
+            f"(LIKE import_rows INCLUDING DEFAULTS) ON COMMIT DROP"
+        )
+    )
+    raw = conn.connection.driver_connection
+    if raw is None:  # pragma: no cover - a live connection always has its driver connection
+        raise RuntimeError("no driver connection for COPY")
+    with (
+        raw.cursor() as cursor,
+        cursor.copy(f"COPY {_STAGING} ({_COLUMN_LIST}) FROM STDIN") as copy,
+    ):
+        for row in batch.rows:
+            copy.write_row(row)
+    result = conn.execute(
+        text(
+            f"INSERT INTO import_rows ({_COLUMN_LIST}) "
+            f"SELECT {_COLUMN_LIST} FROM {_STAGING} ORDER BY line_no "
+            "ON CONFLICT DO NOTHING"
+        )
+    )
+    return int(result.rowcount)
+
+
+class CsvImporter:
+    """Runs ``import_csv`` jobs for one :class:`ImportsService` (engine, data dir, clock)."""
+
+    def __init__(self, service: ImportsService, *, batch_size: int = 5000) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.service = service
+        self.batch_size = batch_size
+
+    def _save(self, conn: Connection, ctx: JobContext, state: ImportState) -> None:
+        """Save the checkpoint in ``conn``'s transaction, fenced by the attempt's lease."""
+        store = self.service.store.bound_to(conn)
+        if not store.save_progress(ctx.job.ref, state.progress(), self.service.clock.now()):
+            ctx.cancel("lease lost: the job was swept and taken by another attempt")
+            raise LeaseLost("lease lost: the job was swept and taken by another attempt")
+
+    def __call__(self, ctx: JobContext) -> dict[str, Any]:
+        """The handler of ``import_csv``."""
+        with unavailable_as_store_error():
+            return self._run(ctx)
+
+    def _run(self, ctx: JobContext) -> dict[str, Any]:
+        job = ctx.job
+        import_id = uuid.UUID(str(ctx.payload["import_id"]))
+        site_target_id = uuid.UUID(str(ctx.payload["site_target_id"]))
+        engine = self.service.engine
+        with engine.begin() as conn:
+            row = (
+                conn.execute(
+                    select(imports).where(
+                        imports.c.id == import_id,
+                        imports.c.org_id == job.org_id,
+                        imports.c.site_target_id == site_target_id,
+                    )
+                )
+                .mappings()
+                .first()
+            )
+            if row is None:
+                raise ImportFileError(f"import {import_id} does not exist for this site target")
+            if row["status"] == "done":
+                # a re-run after the final commit: the work is done, report it again
+                return dict(row["report"] or {})
+            target = self.service.site_target_in(conn, job.org_id, site_target_id)
+            conn.execute(
+                update(imports)
+                .where(imports.c.id == import_id)
+                .values(
+                    status="running",
+                    error=None,
+                    started_at=func.coalesce(imports.c.started_at, func.now()),
+                )
+            )
+            state = ImportState.resume(import_id, ctx.checkpoint)
+            present = conn.execute(
+                select(func.count()).where(import_rows.c.import_id == import_id)
+            ).scalar_one()
+            if present != state.inserted:
+                # rows the checkpoint does not account for (a progress document overwritten or
+                # lost): the counters cannot be trusted, start over from a clean slate
+                if state.records or present:
+                    log.warning(
+                        "import %s: checkpoint says %d rows, table has %d; starting over",
+                        import_id,
+                        state.inserted,
+                        present,
+                    )
+                conn.execute(delete(import_rows).where(import_rows.c.import_id == import_id))
+                state = ImportState(import_id=str(import_id))
+        path = storage.resolve(self.service.data_dir, row["file_path"])
+        if not path.is_file():
+            raise ImportFileError(f"the uploaded file is missing from the data directory: {path}")
+
+        fmt = csvfile.detect_format(path)
+        extra: dict[str, Any] = {}
+        if fmt is None:
+            state.total = 0
+            extra["empty"] = True
+        else:
+            extra["format"] = fmt.describe()
+            if state.total is None:
+                state.total = csvfile.count_records(path, fmt)
+                with engine.begin() as conn:
+                    self._save(conn, ctx, state)
+            self._stream(
+                ctx,
+                path=path,
+                fmt=fmt,
+                state=state,
+                import_id=import_id,
+                site_target_id=site_target_id,
+                base_url=target.base_url,
+            )
+        return self._finish(ctx, state, import_id, site_target_id, extra)
+
+    def _stream(
+        self,
+        ctx: JobContext,
+        *,
+        path: Path,
+        fmt: csvfile.CsvFormat,
+        state: ImportState,
+        import_id: uuid.UUID,
+        site_target_id: uuid.UUID,
+        base_url: str,
+    ) -> None:
+        batches = csvfile.iter_batches(path, fmt, start=state.records, batch_size=self.batch_size)
+        for records in batches:
+            ctx.raise_if_cancelled()
+            batch = _prepare(records, state, import_id, site_target_id, base_url)
+            with self.service.engine.begin() as conn:
+                inserted = _write_rows(conn, batch)
+                state.inserted += inserted
+                state.skipped += len(batch) - inserted  # a record repeating an earlier one
+                self._save(conn, ctx, state)
+
+    def _finish(
+        self,
+        ctx: JobContext,
+        state: ImportState,
+        import_id: uuid.UUID,
+        site_target_id: uuid.UUID,
+        extra: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        report = {**state.report(), **extra}
+        with self.service.engine.begin() as conn:
+            reconcile = request_reconcile(
+                self.service.jobs_in(conn), conn, ctx.job.org_id, site_target_id
+            )
+            report["reconcile_job_id"] = str(reconcile.id)
+            conn.execute(
+                update(imports)
+                .where(imports.c.id == import_id)
+                .values(
+                    status="done",
+                    rows_read=state.read,
+                    rows_inserted=state.inserted,
+                    rows_skipped=state.skipped,
+                    rows_errors=state.errors,
+                    report=report,
+                    error=None,
+                    finished_at=func.now(),
+                )
+            )
+            self._save(conn, ctx, state)
+        log.info(
+            "import %s done: read %d, inserted %d, skipped %d, errors %d",
+            import_id,
+            state.read,
+            state.inserted,
+            state.skipped,
+            state.errors,
+        )
+        return report
+
+
+def mark_import_failed(service: ImportsService, job: Job) -> None:
+    """``on_fail`` of ``import_csv``: the import is failed, with the job's error and report.
+
+    The rows already written stay, with the job's checkpoint: a manual retry of the job resumes
+    where it stopped. Readers count the rows of ``done`` imports only (a running import has
+    partial rows too).
+    """
+    raw_id = job.payload.get("import_id")
+    try:
+        import_id = uuid.UUID(str(raw_id))
+    except ValueError:
+        log.warning("on_fail of job %s: payload has no valid import_id", job.id)
+        return
+    with unavailable_as_store_error(), service.engine.begin() as conn:
+        conn.execute(
+            update(imports)
+            .where(
+                imports.c.id == import_id,
+                imports.c.org_id == job.org_id,
+                imports.c.status != "done",
+            )
+            .values(
+                status="failed",
+                error=job.error or "the import job failed",
+                report=dict(job.report) if job.report is not None else None,
+                finished_at=func.now(),
+            )
+        )

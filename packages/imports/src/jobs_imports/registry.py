@@ -1,0 +1,163 @@
+"""The Imports module's job types, bound to a database: ``import_csv`` and ``map_reconcile``.
+
+The handlers need an engine and the data directory, so the registry is *built*, never a
+module-level global: a deployable (worker, API, CLI) calls :func:`build_registry` with its own
+engine, or :func:`registry_from_settings` with a database URL and a data directory, and includes
+the result in its registry. Nothing connects at import time.
+
+- ``import_csv`` — ``dedup_scope='active'`` (never two runs of one import), key
+  ``import_csv:<import_id>``, payload ``{import_id, site_target_id}``; a lost database
+  connection re-queues it with backoff (it resumes from its checkpoint); ``on_fail`` marks the
+  import failed.
+- ``map_reconcile`` — ``dedup_scope='queue'`` (zero lost wake-up), key
+  ``map_reconcile:<site_target_id>``, payload ``{site_target_id}``; ``protected``: its rows are
+  the Imports tab's events, never purged and never deletable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs_core import (
+    Clock,
+    DedupScope,
+    JobContext,
+    JobType,
+    PayloadInvalid,
+    Registry,
+    RetryPolicy,
+    StoreUnavailable,
+    exponential,
+)
+from jobs_postgres.errors import unavailable_as_store_error
+from sqlalchemy import Engine
+
+from jobs_imports.importer import CsvImporter, mark_import_failed
+from jobs_imports.reconcile import RECONCILE, map_rows
+from jobs_imports.service import IMPORT_CSV, ImportsService
+
+__all__ = [
+    "IMPORT_CSV",
+    "RECONCILE",
+    "ImportsModule",
+    "UuidFields",
+    "build_module",
+    "build_registry",
+    "registry_from_settings",
+]
+
+_RETRY_ON_OUTAGE = RetryPolicy(retry_on=(StoreUnavailable,), backoff=exponential(2.0, 2.0, 60.0))
+
+
+class UuidFields:
+    """A payload schema: these top-level keys, each a UUID (as a string), and nothing else."""
+
+    def __init__(self, *names: str) -> None:
+        self.names = names
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """The payload with canonical UUID strings, or :class:`PayloadInvalid`."""
+        errors: list[dict[str, Any]] = []
+        clean: dict[str, Any] = {}
+        for name in self.names:
+            value = payload.get(name)
+            try:
+                clean[name] = str(uuid.UUID(str(value)))
+            except ValueError:
+                errors.append({"loc": ["payload", name], "msg": f"{name} must be a UUID"})
+        errors.extend(
+            {"loc": ["payload", extra], "msg": "unexpected field"}
+            for extra in payload
+            if extra not in self.names
+        )
+        if errors:
+            raise PayloadInvalid(errors)
+        return clean
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the payload."""
+        return {
+            "type": "object",
+            "properties": {name: {"type": "string", "format": "uuid"} for name in self.names},
+            "required": list(self.names),
+            "additionalProperties": False,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImportsModule:
+    """The module bound to a database: its use cases and its job types, sharing one service."""
+
+    service: ImportsService
+    registry: Registry
+
+
+def build_module(
+    engine: Engine,
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    batch_size: int = 5000,
+    max_upload_bytes: int | None = None,
+) -> ImportsModule:
+    """The module's use cases and registry, bound to ``engine`` and ``data_dir``.
+
+    ``data_dir`` is where uploads are stored (``<data_dir>/imports/…``): the API that receives
+    files and the workers that import them must share it.
+    """
+    registry = Registry("imports")
+    options: dict[str, Any] = {"clock": clock}
+    if max_upload_bytes is not None:
+        options["max_upload_bytes"] = max_upload_bytes
+    service = ImportsService(engine, Path(data_dir), registry, **options)
+    importer = CsvImporter(service, batch_size=batch_size)
+
+    def map_reconcile(ctx: JobContext) -> dict[str, Any]:
+        site_target_id = uuid.UUID(str(ctx.payload["site_target_id"]))
+        with unavailable_as_store_error(), engine.begin() as conn:
+            # the target must be the job's org's: a payload never reaches across orgs
+            service.site_target_in(conn, ctx.job.org_id, site_target_id)
+            return {"mapped": map_rows(conn, site_target_id)}
+
+    registry.register(
+        JobType(
+            name=IMPORT_CSV,
+            handler=importer,
+            dedup_scope=DedupScope.ACTIVE,
+            on_fail=lambda job: mark_import_failed(service, job),
+            payload_schema=UuidFields("import_id", "site_target_id"),
+            retry=_RETRY_ON_OUTAGE,
+            description="Import an uploaded search-analytics CSV into the site target's rows.",
+        )
+    )
+    registry.register(
+        JobType(
+            name=RECONCILE,
+            handler=map_reconcile,
+            dedup_scope=DedupScope.QUEUE,
+            payload_schema=UuidFields("site_target_id"),
+            retry=_RETRY_ON_OUTAGE,
+            protected=True,
+            description="Map the site target's unmapped imported rows to its pages.",
+        )
+    )
+    return ImportsModule(service=service, registry=registry)
+
+
+def build_registry(
+    engine: Engine, data_dir: Path, *, clock: Clock | None = None, batch_size: int = 5000
+) -> Registry:
+    """The module's registry (``import_csv``, ``map_reconcile``) bound to ``engine`` and
+    ``data_dir``: what a worker includes."""
+    return build_module(engine, data_dir, clock=clock, batch_size=batch_size).registry
+
+
+def registry_from_settings(database_url: str, data_dir: Path) -> Registry:
+    """:func:`build_registry` on a new engine for ``database_url`` (the deployable owns it)."""
+    from jobs_postgres.database import create_engine
+
+    return build_registry(create_engine(database_url), data_dir)

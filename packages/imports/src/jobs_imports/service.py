@@ -1,0 +1,462 @@
+"""The Imports use cases: site targets, pages, uploads, and reading imports back.
+
+Entry points (the API router, the CLI) call these and nothing else. Every method is org-scoped:
+another org's site target or import is :class:`SiteTargetNotFound` / :class:`ImportNotFound`,
+exactly like an absent one. Writes that must be followed by a job enqueue it in the same
+transaction, through the job store bound to that transaction's connection: the row and its job
+commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from jobs_core import Clock, Job, JobNotFound, JobService, Registry, Status, SystemClock, uuid7
+from jobs_postgres.errors import unavailable_as_store_error, unique_violation
+from jobs_postgres.schema import jobs as jobs_table
+from jobs_postgres.store import PostgresJobStore
+from sqlalchemy import Connection, Engine, RowMapping, exc, func, insert, select, text, update
+
+from jobs_imports import storage
+from jobs_imports.reconcile import RECONCILE, request_reconcile
+from jobs_imports.tables import imports, pages, site_targets
+from jobs_imports.urls import InvalidUrl, normalize_url
+
+__all__ = [
+    "IMPORT_CSV",
+    "ImportNotFound",
+    "ImportView",
+    "ImportsError",
+    "ImportsService",
+    "InvalidSiteTarget",
+    "PagesAdded",
+    "ReconcileEvent",
+    "SiteTarget",
+    "SiteTargetExists",
+    "SiteTargetNotFound",
+    "StoredImport",
+]
+
+IMPORT_CSV = "import_csv"
+DEFAULT_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
+_PAGE_CHUNK = 5000
+_INVALID_SAMPLES = 100
+
+
+class ImportsError(Exception):
+    """An Imports use case refused a request."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class SiteTargetNotFound(ImportsError):
+    """No such site target (or it belongs to another organization, which is the same thing)."""
+
+
+class ImportNotFound(ImportsError):
+    """No such import (or it belongs to another organization, which is the same thing)."""
+
+
+class SiteTargetExists(ImportsError):
+    """The organization already has a site target with this base URL."""
+
+
+class InvalidSiteTarget(ImportsError):
+    """The site target's name or base URL is not usable."""
+
+
+@dataclass(frozen=True, slots=True)
+class SiteTarget:
+    """A site whose search data is imported."""
+
+    id: uuid.UUID
+    org_id: str
+    name: str
+    base_url: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class StoredImport:
+    """A row of ``imports``: one uploaded file, its status and counts."""
+
+    id: uuid.UUID
+    org_id: str
+    site_target_id: uuid.UUID
+    kind: str
+    file_path: str
+    file_sha256: str
+    file_size: int
+    original_name: str | None
+    status: str
+    job_id: uuid.UUID | None
+    rows_read: int
+    rows_inserted: int
+    rows_skipped: int
+    rows_errors: int
+    report: Mapping[str, Any] | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportView:
+    """An import as a reader sees it: with its job, and the status both say together.
+
+    ``status`` is the import's own, except that an import whose job ended without the handler
+    recording it (cancelled while queued, or failed when ``on_fail`` could not run) reads as
+    ``failed`` with the job's error: a reader never waits on an import nothing will finish.
+    """
+
+    record: StoredImport
+    job: Job | None
+    status: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileEvent:
+    """One ``map_reconcile`` job of a site target: an event of its Imports tab."""
+
+    job_id: uuid.UUID
+    status: str
+    mapped: int | None
+    error: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class PagesAdded:
+    """What :meth:`ImportsService.add_pages` did."""
+
+    received: int
+    added: int
+    known: int
+    invalid: int
+    invalid_samples: list[dict[str, str]] = field(default_factory=list)
+    reconcile_job: Job | None = None
+
+
+def _site_target(row: RowMapping) -> SiteTarget:
+    return SiteTarget(
+        id=row["id"],
+        org_id=row["org_id"],
+        name=row["name"],
+        base_url=row["base_url"],
+        created_at=row["created_at"],
+    )
+
+
+def _stored_import(row: RowMapping) -> StoredImport:
+    return StoredImport(**{name: row[name] for name in StoredImport.__dataclass_fields__})
+
+
+class ImportsService:
+    """The Imports use cases over one engine, one data directory and the module's job types.
+
+    ``registry`` must hold ``import_csv`` and ``map_reconcile`` (the module's registry, or an
+    app's registry that includes it): jobs are enqueued through it.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        data_dir: Path,
+        registry: Registry,
+        *,
+        clock: Clock | None = None,
+        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+    ) -> None:
+        self.engine = engine
+        self.data_dir = Path(data_dir)
+        self.clock: Clock = clock or SystemClock()
+        self.store = PostgresJobStore(engine)
+        self.jobs = JobService(self.store, registry, self.clock)
+        self.max_upload_bytes = max_upload_bytes
+
+    def jobs_in(self, conn: Connection) -> JobService:
+        """The job use cases inside ``conn``'s transaction (enqueues commit with it)."""
+        return self.jobs.using(self.store.bound_to(conn))
+
+    # -- site targets ----------------------------------------------------------------------------
+    def create_site_target(self, org_id: str, name: str, base_url: str) -> SiteTarget:
+        """Create a site target; ``base_url`` may omit its scheme (``example.com`` → https)."""
+        name = name.strip()
+        if not name:
+            raise InvalidSiteTarget("the site target needs a name")
+        raw = base_url.strip()
+        if raw and "://" not in raw:
+            raw = "https://" + raw
+        try:
+            normalized = normalize_url(raw)
+        except InvalidUrl as error:
+            raise InvalidSiteTarget(f"base_url: {error}") from None
+        target = SiteTarget(
+            id=uuid7(), org_id=org_id, name=name, base_url=normalized, created_at=self.clock.now()
+        )
+        try:
+            with unavailable_as_store_error(), self.engine.begin() as conn:
+                conn.execute(
+                    insert(site_targets).values(
+                        id=target.id,
+                        org_id=target.org_id,
+                        name=target.name,
+                        base_url=target.base_url,
+                        created_at=target.created_at,
+                    )
+                )
+        except exc.IntegrityError as error:
+            if unique_violation(error):
+                raise SiteTargetExists(
+                    f"a site target with base URL {normalized} already exists"
+                ) from None
+            raise
+        return target
+
+    def get_site_target(self, org_id: str, site_target_id: uuid.UUID) -> SiteTarget:
+        """The org's site target, or :class:`SiteTargetNotFound`."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            return self.site_target_in(conn, org_id, site_target_id)
+
+    def site_target_in(
+        self, conn: Connection, org_id: str, site_target_id: uuid.UUID
+    ) -> SiteTarget:
+        """The org's site target read on ``conn`` (inside the caller's transaction)."""
+        row = (
+            conn.execute(
+                select(site_targets).where(
+                    site_targets.c.id == site_target_id, site_targets.c.org_id == org_id
+                )
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise SiteTargetNotFound()
+        return _site_target(row)
+
+    def list_site_targets(self, org_id: str) -> list[SiteTarget]:
+        """The org's site targets, oldest first."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            rows = conn.execute(
+                select(site_targets)
+                .where(site_targets.c.org_id == org_id)
+                .order_by(site_targets.c.created_at, site_targets.c.id)
+            ).mappings()
+            return [_site_target(row) for row in rows]
+
+    # -- pages -----------------------------------------------------------------------------------
+    def add_pages(self, org_id: str, site_target_id: uuid.UUID, urls: Iterable[str]) -> PagesAdded:
+        """Add pages to a site target and request its reconcile, in one transaction.
+
+        URLs are normalized (relative ones against the target's base URL); one already known
+        is counted in ``known``, an invalid one in ``invalid`` (the first 100 with a reason).
+        The reconcile is requested even when nothing was added: it is cheap, and it is what a
+        caller loading pages expects to see happen.
+        """
+        with unavailable_as_store_error(), self.engine.begin() as conn:
+            target = self.site_target_in(conn, org_id, site_target_id)
+            received = 0
+            invalid = 0
+            samples: list[dict[str, str]] = []
+            chosen: dict[str, str] = {}
+            for raw in urls:
+                received += 1
+                try:
+                    normalized = normalize_url(raw, target.base_url)
+                except InvalidUrl as error:
+                    invalid += 1
+                    if len(samples) < _INVALID_SAMPLES:
+                        samples.append({"url": raw[:200], "reason": str(error)})
+                    continue
+                chosen.setdefault(normalized, raw.strip())
+            added = 0
+            items = list(chosen.items())
+            for start in range(0, len(items), _PAGE_CHUNK):
+                chunk = items[start : start + _PAGE_CHUNK]
+                result = conn.execute(
+                    text(
+                        "INSERT INTO pages (site_target_id, url, normalized_url) "
+                        "SELECT :target, u, n FROM unnest(CAST(:urls AS text[]), "
+                        "CAST(:norms AS text[])) AS t(u, n) "
+                        "ON CONFLICT (site_target_id, normalized_url) DO NOTHING"
+                    ),
+                    {
+                        "target": site_target_id,
+                        "urls": [raw for _, raw in chunk],
+                        "norms": [norm for norm, _ in chunk],
+                    },
+                )
+                added += int(result.rowcount)
+            job = request_reconcile(self.jobs_in(conn), conn, org_id, site_target_id)
+        return PagesAdded(
+            received=received,
+            added=added,
+            known=len(chosen) - added,
+            invalid=invalid,
+            invalid_samples=samples,
+            reconcile_job=job,
+        )
+
+    def count_pages(self, org_id: str, site_target_id: uuid.UUID) -> int:
+        """How many pages the target has."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            self.site_target_in(conn, org_id, site_target_id)
+            return int(
+                conn.execute(
+                    select(func.count()).where(pages.c.site_target_id == site_target_id)
+                ).scalar_one()
+            )
+
+    # -- imports ---------------------------------------------------------------------------------
+    def create_import(
+        self,
+        org_id: str,
+        site_target_id: uuid.UUID,
+        stream: BinaryIO,
+        original_name: str | None = None,
+    ) -> ImportView:
+        """Store an uploaded file by content hash, record the import, enqueue ``import_csv``.
+
+        The import row and its job commit together. Raises :class:`SiteTargetNotFound` before
+        reading the stream, and :class:`~jobs_imports.storage.FileTooLarge` past
+        ``max_upload_bytes``.
+        """
+        self.get_site_target(org_id, site_target_id)
+        stored = storage.store_stream(self.data_dir, stream, max_bytes=self.max_upload_bytes)
+        import_id = uuid7()
+        name = (original_name or "").strip()[:255] or None
+        with unavailable_as_store_error(), self.engine.begin() as conn:
+            # the target may have been deleted while the file streamed in: re-check in the txn
+            self.site_target_in(conn, org_id, site_target_id)
+            conn.execute(
+                insert(imports).values(
+                    id=import_id,
+                    org_id=org_id,
+                    site_target_id=site_target_id,
+                    kind="csv",
+                    file_path=stored.path,
+                    file_sha256=stored.sha256,
+                    file_size=stored.size,
+                    original_name=name,
+                    status="pending",
+                    created_at=self.clock.now(),
+                )
+            )
+            job = (
+                self.jobs_in(conn)
+                .enqueue(
+                    org_id,
+                    IMPORT_CSV,
+                    {"import_id": str(import_id), "site_target_id": str(site_target_id)},
+                    dedup_key=f"{IMPORT_CSV}:{import_id}",
+                )
+                .job
+            )
+            conn.execute(update(imports).where(imports.c.id == import_id).values(job_id=job.id))
+            record = self._import_row(conn, org_id, import_id)
+        return self._view(record, job)
+
+    def _import_row(self, conn: Connection, org_id: str, import_id: uuid.UUID) -> StoredImport:
+        row = (
+            conn.execute(
+                select(imports).where(imports.c.id == import_id, imports.c.org_id == org_id)
+            )
+            .mappings()
+            .first()
+        )
+        if row is None:
+            raise ImportNotFound()
+        return _stored_import(row)
+
+    def _job(self, org_id: str, job_id: uuid.UUID | None) -> Job | None:
+        if job_id is None:
+            return None
+        try:
+            return self.jobs.get(org_id, job_id)
+        except JobNotFound:  # a finished import_csv job may have been deleted
+            return None
+
+    def _view(self, record: StoredImport, job: Job | None) -> ImportView:
+        status, error = record.status, record.error
+        ended = job is not None and job.status in (Status.CANCELLED, Status.FAILED)
+        if status in ("pending", "running") and job is not None and ended:
+            status = "failed"
+            error = error or job.error or f"the import job was {job.status.value}"
+        return ImportView(record=record, job=job, status=status, error=error)
+
+    def get_import(self, org_id: str, import_id: uuid.UUID) -> ImportView:
+        """The org's import with its job, or :class:`ImportNotFound`."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            record = self._import_row(conn, org_id, import_id)
+        return self._view(record, self._job(org_id, record.job_id))
+
+    def list_imports(
+        self, org_id: str, site_target_id: uuid.UUID, limit: int = 50
+    ) -> list[ImportView]:
+        """The target's imports, newest first (:class:`SiteTargetNotFound` if not the org's)."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            self.site_target_in(conn, org_id, site_target_id)
+            rows = conn.execute(
+                select(imports)
+                .where(imports.c.org_id == org_id, imports.c.site_target_id == site_target_id)
+                .order_by(imports.c.created_at.desc(), imports.c.id.desc())
+                .limit(limit)
+            ).mappings()
+            records = [_stored_import(row) for row in rows]
+        return [self._view(record, self._job(org_id, record.job_id)) for record in records]
+
+    def reconcile_events(
+        self, org_id: str, site_target_id: uuid.UUID, limit: int = 50
+    ) -> list[ReconcileEvent]:
+        """The target's ``map_reconcile`` jobs, newest first: the Imports tab's events.
+
+        Read from the ``jobs`` table by the payload convention of spec 000 §1 (the scope id at
+        the payload's top level), within the org's ``(org_id, type, created_at)`` index range.
+        """
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            self.site_target_in(conn, org_id, site_target_id)
+            rows = conn.execute(
+                select(
+                    jobs_table.c.id,
+                    jobs_table.c.status,
+                    jobs_table.c.report,
+                    jobs_table.c.error,
+                    jobs_table.c.created_at,
+                    jobs_table.c.started_at,
+                    jobs_table.c.finished_at,
+                )
+                .where(
+                    jobs_table.c.org_id == org_id,
+                    jobs_table.c.type == RECONCILE,
+                    jobs_table.c.payload["site_target_id"].astext == str(site_target_id),
+                )
+                .order_by(jobs_table.c.created_at.desc(), jobs_table.c.id.desc())
+                .limit(limit)
+            ).mappings()
+            events = []
+            for row in rows:
+                report = row["report"] or {}
+                mapped = report.get("mapped") if isinstance(report, Mapping) else None
+                events.append(
+                    ReconcileEvent(
+                        job_id=row["id"],
+                        status=row["status"],
+                        mapped=mapped if isinstance(mapped, int) else None,
+                        error=row["error"],
+                        created_at=row["created_at"],
+                        started_at=row["started_at"],
+                        finished_at=row["finished_at"],
+                    )
+                )
+            return events
