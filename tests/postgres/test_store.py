@@ -1,0 +1,563 @@
+"""What only PostgreSQL can show: real concurrency, statements per call, the query plan, NOTIFY,
+transactions of the caller, driver errors. The shared behaviour is the contract suite's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from jobs_core import (
+    DedupConflict,
+    DedupScope,
+    Done,
+    FakeClock,
+    Job,
+    JobService,
+    NewJob,
+    Registry,
+    Requeue,
+    Status,
+    StoreUnavailable,
+)
+from jobs_postgres.database import create_engine, libpq_url
+from jobs_postgres.store import PostgresJobStore
+from sqlalchemy import Engine, event, text
+
+pytestmark = pytest.mark.postgres
+
+ORG = "org-a"
+
+
+class StatementCounter:
+    """Counts the statements an engine sends (pool pings are not statements of the store)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements: list[str] = []
+        self._engine = engine
+
+    def __enter__(self) -> StatementCounter:
+        event.listen(self._engine, "before_cursor_execute", self._record)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        event.remove(self._engine, "before_cursor_execute", self._record)
+
+    def _record(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement)
+
+
+def _enqueue(store: PostgresJobStore, n: int, now: datetime, type_name: str = "reconcile") -> None:
+    store.insert_many([NewJob(ORG, type_name, {"i": i}) for i in range(n)], now)
+
+
+# -- one statement per hot call ---------------------------------------------------------------
+
+
+def test_batch_claim_and_batch_finish_are_one_statement_each(
+    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
+) -> None:
+    with StatementCounter(pg_engine) as counter:
+        jobs = pg_store.insert_many(
+            [NewJob(ORG, "reconcile", {"i": i}) for i in range(200)], clock.now()
+        )
+    assert len(counter.statements) == 1
+    assert len(jobs) == 200
+    assert [j.payload["i"] for j in jobs] == list(range(200))  # input order
+
+    with StatementCounter(pg_engine) as counter:
+        claimed = pg_store.claim(50, clock.now())
+    assert len(counter.statements) == 1
+    assert len(claimed) == 50
+    assert claimed == sorted(claimed, key=lambda j: (j.created_at, j.id))
+
+    outcomes = [(job.ref, Done({"n": n})) for n, job in enumerate(claimed)]
+    with StatementCounter(pg_engine) as counter:
+        finished = pg_store.finish_many(outcomes, clock.now())
+    assert len(counter.statements) == 1
+    assert [j.id if j else None for j in finished] == [j.id for j in claimed]
+    assert [j.report for j in finished if j] == [{"n": n} for n in range(50)]
+
+    with StatementCounter(pg_engine) as counter:
+        assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is not None
+        assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is None
+    assert len(counter.statements) == 2
+
+
+def test_finish_many_applies_the_first_of_two_outcomes_for_one_attempt(
+    pg_store: PostgresJobStore, clock: FakeClock
+) -> None:
+    _enqueue(pg_store, 1, clock.now())
+    [job] = pg_store.claim(1, clock.now())
+    results = pg_store.finish_many(
+        [(job.ref, Requeue(run_at=clock.now())), (job.ref, Done())], clock.now()
+    )
+    assert results[0] is not None
+    assert results[0].status is Status.QUEUED
+    assert results[1] is None
+
+
+def test_bulk_insert_of_twenty_thousand_jobs_in_one_call(
+    pg_store: PostgresJobStore, clock: FakeClock
+) -> None:
+    specs = [NewJob(ORG, "reconcile", {"i": i}, dedup_key=f"k{i % 19_000}") for i in range(20_000)]
+    jobs = pg_store.insert_many(specs, clock.now())
+    # within the batch the first job with a key takes it; the 1,000 repeats are skipped
+    assert len(jobs) == 19_000
+    assert [j.payload["i"] for j in jobs] == list(range(19_000))
+    assert pg_store.stats(ORG)[Status.QUEUED] == 19_000
+    assert pg_store.find_by_dedup_key(ORG, "k5") == jobs[5]
+
+
+def test_documents_a_handler_returns_are_stored_even_when_json_cannot_hold_them(
+    pg_store: PostgresJobStore, clock: FakeClock
+) -> None:
+    _enqueue(pg_store, 1, clock.now())
+    [job] = pg_store.claim(1, clock.now())
+    done = pg_store.finish(job.ref, Done({"at": clock.now()}), clock.now())
+    assert done is not None
+    assert done.report == {"at": str(clock.now())}
+    with pytest.raises(TypeError):
+        pg_store.insert(NewJob(ORG, "reconcile", {"at": clock.now()}), clock.now())
+
+
+# -- concurrency -------------------------------------------------------------------------------
+
+
+def test_claimers_on_separate_connections_never_take_a_job_twice(
+    pg_store: PostgresJobStore, pg_url: str, clock: FakeClock
+) -> None:
+    """Spec 000 §5 with real connections: each thread has its own engine (its own session)."""
+    total = 2_000
+    _enqueue(pg_store, total, clock.now())
+    taken: list[uuid.UUID] = []
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def claimer() -> None:
+        engine = create_engine(pg_url, pool_size=1)
+        store = PostgresJobStore(engine)
+        try:
+            start.wait()
+            while batch := store.claim(10, clock.now()):
+                with lock:
+                    taken.extend(j.id for j in batch)
+        finally:
+            engine.dispose()
+
+    threads = [threading.Thread(target=claimer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert [job_id for job_id, n in Counter(taken).items() if n > 1] == []
+    assert len(taken) == total
+    assert pg_store.stats(ORG)[Status.RUNNING] == total
+
+
+CLAIMER = """
+import json, sys
+from datetime import datetime
+from jobs_core import Done
+from jobs_postgres.database import create_engine
+from jobs_postgres.store import PostgresJobStore
+
+url, now = sys.argv[1], datetime.fromisoformat(sys.argv[2])
+engine = create_engine(url, pool_size=1)
+store = PostgresJobStore(engine)
+print("ready", flush=True)
+sys.stdin.readline()  # start together
+mine = []
+while batch := store.claim(5, now):
+    mine.extend(str(j.id) for j in batch)
+    store.finish_many([(j.ref, Done()) for j in batch], now)
+engine.dispose()
+print(json.dumps(mine), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_claimers_in_separate_processes_never_take_a_job_twice(
+    pg_store: PostgresJobStore, pg_url: str, clock: FakeClock
+) -> None:
+    total = 1_000
+    _enqueue(pg_store, total, clock.now())
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIMER, pg_url, clock.now().isoformat()],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    taken: list[str] = []
+    try:
+        for worker in workers:
+            assert worker.stdout is not None
+            assert worker.stdout.readline().strip() == "ready"
+        for worker in workers:
+            assert worker.stdin is not None
+            worker.stdin.write("go\n")
+            worker.stdin.flush()
+        for worker in workers:
+            out, _ = worker.communicate(timeout=120)
+            assert worker.returncode == 0
+            taken.extend(json.loads(out))
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.kill()
+    assert len(taken) == total
+    assert len(set(taken)) == total
+    assert pg_store.stats(ORG)[Status.DONE] == total
+
+
+def test_race_fallback_when_the_winner_finishes_in_another_session(
+    pg_store: PostgresJobStore, pg_url: str, registry: Registry, clock: FakeClock
+) -> None:
+    """Spec 000 §5: the winner ends (releasing its key) between the conflict and the re-read,
+    in another worker's session; the enqueue inserts again instead of failing."""
+    service = JobService(pg_store, registry, clock)
+    winner = service.enqueue(ORG, "crawl", dedup_key="crawl:site-9").job
+    other_engine = create_engine(pg_url, pool_size=1)
+    other_worker = PostgresJobStore(other_engine)
+
+    class WinnerEndsBeforeReread(PostgresJobStore):
+        rereads = 0
+
+        def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
+            type(self).rereads += 1
+            if type(self).rereads == 1:
+                [running] = other_worker.claim(1, clock.now())
+                other_worker.finish(running.ref, Done(), clock.now())
+            return super().find_by_dedup_key(org_id, dedup_key)
+
+    try:
+        racing = service.using(WinnerEndsBeforeReread(pg_store.engine))
+        result = racing.enqueue(ORG, "crawl", dedup_key="crawl:site-9")
+    finally:
+        other_engine.dispose()
+    assert WinnerEndsBeforeReread.rereads == 1
+    assert result.created
+    assert result.job.id != winner.id
+    assert result.job.dedup_key == "crawl:site-9"
+    assert service.get(ORG, winner.id).status is Status.DONE
+
+
+def test_a_concurrent_enqueue_waits_for_the_key_holders_transaction(
+    pg_store: PostgresJobStore, pg_engine: Engine, registry: Registry, clock: FakeClock
+) -> None:
+    """Two enqueues of one key at once, the first inside an open transaction: the second
+    returns the first's job once it commits, never a second job."""
+    service = JobService(pg_store, registry, clock)
+    result: list[Any] = []
+    with pg_engine.connect() as conn, conn.begin():
+        first = service.using(pg_store.bound_to(conn)).enqueue(ORG, "crawl", dedup_key="k")
+        thread = threading.Thread(
+            target=lambda: result.append(service.enqueue(ORG, "crawl", dedup_key="k"))
+        )
+        thread.start()
+        thread.join(timeout=0.5)
+        assert thread.is_alive()  # blocked on the uncommitted key
+    thread.join(timeout=30)
+    [second] = result
+    assert not second.created
+    assert second.job.id == first.job.id
+
+
+# -- the caller's transaction ----------------------------------------------------------------
+
+
+@pytest.fixture
+def domain_table(pg_engine: Engine) -> Iterator[str]:
+    """A table standing for a module's domain rows."""
+    with pg_engine.begin() as conn:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS pg_test_imports (id int PRIMARY KEY)"))
+        conn.execute(text("TRUNCATE pg_test_imports"))
+    yield "pg_test_imports"
+    with pg_engine.begin() as conn:
+        conn.execute(text("DROP TABLE pg_test_imports"))
+
+
+def test_enqueue_in_the_callers_transaction_rolls_back_with_it(
+    pg_store: PostgresJobStore,
+    pg_engine: Engine,
+    registry: Registry,
+    clock: FakeClock,
+    domain_table: str,
+) -> None:
+    service = JobService(pg_store, registry, clock)
+    with pg_engine.connect() as conn:
+        with conn.begin() as transaction:
+            conn.execute(text(f"INSERT INTO {domain_table} VALUES (1)"))
+            job = service.using(pg_store.bound_to(conn)).enqueue(ORG, "reconcile").job
+            assert pg_store.bound_to(conn).get(ORG, job.id) == job  # visible inside
+            assert pg_store.get(ORG, job.id) is None  # not outside, before the commit
+            transaction.rollback()
+        assert pg_store.get(ORG, job.id) is None
+        assert conn.execute(text(f"SELECT count(*) FROM {domain_table}")).scalar_one() == 0
+        conn.rollback()
+
+        with conn.begin():
+            conn.execute(text(f"INSERT INTO {domain_table} VALUES (2)"))
+            kept = service.using(pg_store.bound_to(conn)).enqueue(ORG, "reconcile").job
+    assert pg_store.get(ORG, kept.id) == kept
+
+
+def test_a_refused_retry_leaves_the_callers_transaction_usable(
+    pg_store: PostgresJobStore,
+    pg_engine: Engine,
+    registry: Registry,
+    clock: FakeClock,
+    domain_table: str,
+) -> None:
+    service = JobService(pg_store, registry, clock)
+    first = service.enqueue(ORG, "crawl", dedup_key="k").job
+    service.cancel(ORG, first.id)
+    service.enqueue(ORG, "crawl", dedup_key="k")  # holds the key now
+    with pg_engine.connect() as conn, conn.begin():
+        conn.execute(text(f"INSERT INTO {domain_table} VALUES (1)"))
+        with pytest.raises(DedupConflict):
+            pg_store.bound_to(conn).retry(ORG, first.id, clock.now())
+        conn.execute(text(f"INSERT INTO {domain_table} VALUES (2)"))
+    with pg_engine.connect() as conn:
+        assert conn.execute(text(f"SELECT count(*) FROM {domain_table}")).scalar_one() == 2
+
+
+# -- NOTIFY -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listener(pg_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A raw connection listening on both channels."""
+    conn = psycopg.connect(libpq_url(pg_url), autocommit=True)
+    conn.execute("LISTEN jobs_new")
+    conn.execute("LISTEN jobs_events")
+    yield conn
+    conn.close()
+
+
+def _received(conn: psycopg.Connection[Any], timeout: float = 0.3) -> list[tuple[str, str]]:
+    return [(n.channel, n.payload) for n in conn.notifies(timeout=timeout)]
+
+
+def test_enqueue_notifies_on_commit_once_per_statement(
+    pg_store: PostgresJobStore,
+    pg_engine: Engine,
+    listener: psycopg.Connection[Any],
+    clock: FakeClock,
+) -> None:
+    with pg_engine.connect() as conn, conn.begin():
+        job = pg_store.bound_to(conn).insert(NewJob(ORG, "reconcile"), clock.now())
+        assert job is not None
+        assert _received(listener) == []  # nothing before the commit
+    received = _received(listener)
+    assert ("jobs_new", "") in received
+    events = [json.loads(p) for c, p in received if c == "jobs_events"]
+    assert events == [{"id": str(job.id), "org_id": ORG, "status": "queued"}]
+
+    _enqueue(pg_store, 500, clock.now())
+    received = _received(listener)
+    assert received.count(("jobs_new", "")) == 1
+    [summary] = [json.loads(p) for c, p in received if c == "jobs_events"]
+    assert summary == {"count": 500, "org_ids": [ORG]}
+
+    assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="x"), clock.now()) is not None
+    _received(listener)
+    assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="x"), clock.now()) is None
+    assert _received(listener) == []  # a deduplicated enqueue wakes nobody
+
+
+def test_requeue_and_retry_wake_workers_and_ends_are_events(
+    pg_store: PostgresJobStore, listener: psycopg.Connection[Any], clock: FakeClock
+) -> None:
+    _enqueue(pg_store, 2, clock.now())
+    a, b = pg_store.claim(2, clock.now())
+    _received(listener)
+    pg_store.finish_many([(a.ref, Requeue(run_at=clock.now())), (b.ref, Done())], clock.now())
+    received = _received(listener)
+    assert ("jobs_new", "") in received
+    assert [json.loads(p)["count"] for c, p in received if c == "jobs_events"] == [2]
+
+    [again] = pg_store.claim(1, clock.now())
+    pg_store.finish(again.ref, Done(), clock.now())
+    received = _received(listener)
+    assert [c for c, _ in received] == ["jobs_events"]  # done: nothing new to run
+
+    cancelled = pg_store.insert(NewJob(ORG, "reconcile"), clock.now())
+    assert cancelled is not None
+    pg_store.cancel(ORG, cancelled.id, clock.now())
+    _received(listener)
+    pg_store.retry(ORG, cancelled.id, clock.now())
+    received = _received(listener)
+    assert ("jobs_new", "") in received
+
+
+# -- the query plan ---------------------------------------------------------------------------
+
+
+def test_the_claim_uses_the_partial_queue_index_on_a_table_with_history(
+    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
+) -> None:
+    with pg_engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (org_id, type, status, created_at, run_at, started_at,"
+                " finished_at, attempts)"
+                " SELECT 'org-' || (i % 50), 'reconcile', 'done', :then, :then, :then, :then, 1"
+                " FROM generate_series(1, 30000) AS i"
+            ),
+            {"then": clock.now() - timedelta(days=1)},
+        )
+    _enqueue(pg_store, 20, clock.now())
+    with pg_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("ANALYZE jobs"))
+        for statement, params in [
+            (pg_store_claim_sql(None), {"now": clock.now(), "limit": 10}),
+            (pg_store_claim_sql(["reconcile"]), {"now": clock.now(), "limit": 10}),
+        ]:
+            plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) {statement}"), params).scalar_one()
+            scans = _scans(plan[0]["Plan"])
+            assert ("Index Scan", "jobs_queue_idx") in scans, scans
+            assert not any(kind == "Seq Scan" for kind, _ in scans), scans
+    assert len(pg_store.claim(10, clock.now())) == 10
+
+
+def pg_store_claim_sql(types: list[str] | None) -> str:
+    """The claim statement's text, with the types bound inline for EXPLAIN."""
+    from jobs_postgres import sql
+
+    statement = str(sql.claim(types).text)
+    if types is not None:
+        statement = statement.replace(
+            "CAST(:types AS text[])", "ARRAY[" + ", ".join(f"'{t}'" for t in types) + "]"
+        )
+    return statement
+
+
+def _scans(node: dict[str, Any]) -> list[tuple[str, str | None]]:
+    found = []
+    if "Scan" in node["Node Type"]:
+        found.append((node["Node Type"], node.get("Index Name")))
+    for child in node.get("Plans", []):
+        found.extend(_scans(child))
+    return found
+
+
+# -- staleness --------------------------------------------------------------------------------
+
+
+def test_a_malformed_heartbeat_falls_back_to_the_start_time(
+    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
+) -> None:
+    _enqueue(pg_store, 1, clock.now())
+    [job] = pg_store.claim(1, clock.now())
+    with pg_engine.begin() as conn:
+        conn.execute(
+            text('UPDATE jobs SET progress = \'{"updated_at": "yesterday"}\' WHERE id = :id'),
+            {"id": job.id},
+        )
+    later = clock.now() + timedelta(seconds=601)
+    stale_before = later - timedelta(seconds=600)
+    [stale] = pg_store.find_stale(stale_before, 10)
+    assert stale.last_seen_at == job.started_at
+    swept = pg_store.finish(stale.ref, Requeue(run_at=later), later, stale_before=stale_before)
+    assert swept is not None
+    assert swept.status is Status.QUEUED
+
+
+# -- lost connections ---------------------------------------------------------------------------
+
+
+def _terminate_other_sessions(pg_url: str) -> int:
+    with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
+        killed = conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        ).fetchone()
+        return int(killed[0]) if killed else 0
+
+
+@pytest.mark.parametrize("pre_ping", [True, False])
+def test_the_store_survives_its_connections_being_terminated(
+    pg_url: str, pg_engine: Engine, clock: FakeClock, pre_ping: bool
+) -> None:
+    """Nothing is lost when the server drops every session between two calls: with the
+    default engine (pre-ping) the next call just works; without it, the next call raises
+    StoreUnavailable once and the one after works."""
+    engine = create_engine(pg_url, pool_size=4, pool_pre_ping=pre_ping)
+    store = PostgresJobStore(engine)
+    try:
+        _enqueue(store, 10, clock.now())
+        assert len(store.claim(3, clock.now())) == 3  # warm the pool
+        assert _terminate_other_sessions(pg_url) >= 1
+        failures = 0
+        for _ in range(3):
+            try:
+                stats = store.stats(ORG)
+                break
+            except StoreUnavailable:
+                failures += 1
+        assert failures == (0 if pre_ping else 1)
+        assert stats[Status.QUEUED] == 7
+        assert stats[Status.RUNNING] == 3
+        assert len(store.claim(10, clock.now())) == 7
+    finally:
+        engine.dispose()
+
+
+def test_a_lost_connection_in_a_callers_transaction_is_store_unavailable(
+    pg_url: str, clock: FakeClock
+) -> None:
+    engine = create_engine(pg_url, pool_size=1)
+    store = PostgresJobStore(engine)
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            _terminate_other_sessions(pg_url)
+            with pytest.raises(StoreUnavailable, match="unavailable"):
+                store.bound_to(conn).insert(NewJob(ORG, "reconcile"), clock.now())
+    finally:
+        engine.dispose()
+
+
+def test_an_unreachable_server_is_store_unavailable(clock: FakeClock) -> None:
+    engine = create_engine(
+        "postgresql://nobody@127.0.0.1:1/none", connect_args={"connect_timeout": 2}
+    )
+    try:
+        with pytest.raises(StoreUnavailable):
+            PostgresJobStore(engine).claim(1, clock.now())
+    finally:
+        engine.dispose()
+
+
+# -- time comes from the caller -------------------------------------------------------------
+
+
+def test_every_instant_is_the_callers_not_the_servers(
+    pg_store: PostgresJobStore, clock: FakeClock
+) -> None:
+    clock.set(datetime(2001, 2, 3, 4, 5, 6, 789000, tzinfo=UTC))
+    job = pg_store.insert(
+        NewJob(ORG, "crawl", dedup_scope=DedupScope.ACTIVE, dedup_key="k"), clock.now()
+    )
+    assert job is not None
+    assert job.created_at == clock.now()
+    clock.advance(1)
+    [running] = pg_store.claim(1, clock.now())
+    assert running.started_at == clock.now()
+    clock.advance(1)
+    done = pg_store.finish(running.ref, Done(), clock.now())
+    assert done is not None
+    assert done.finished_at == clock.now()
