@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 
 from jobs_cli import db
 from jobs_cli.errors import UsageError
@@ -30,15 +34,48 @@ def _reachable(settings: CliSettings) -> CliSettings:
     return resolved
 
 
+class _Stopped(Exception):
+    """SIGINT/SIGTERM arrived outside uvicorn's own handling."""
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[None]:
+    """Make SIGINT/SIGTERM a clean stop (exit 0) for the whole of ``jobs api``.
+
+    uvicorn handles both signals while it serves, shuts down gracefully, restores the handlers
+    it found and raises the signal again for them. These are those handlers: without them, the
+    re-raised SIGTERM would kill the process (exit -15) after a perfectly clean shutdown, and a
+    signal during startup would leave a traceback.
+    """
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        raise _Stopped
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    except _Stopped:
+        pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def api(args: argparse.Namespace, settings: CliSettings) -> int:
-    """Serve the HTTP API until SIGINT/SIGTERM."""
+    """Serve the HTTP API until SIGINT/SIGTERM; 0 after a clean stop."""
+    _configure_logging()
+    with _stop_on_signals():
+        return _serve_api(args, settings)
+    return 0  # stopped by a signal before or after serving: a clean stop
+
+
+def _serve_api(args: argparse.Namespace, settings: CliSettings) -> int:
     from jobs_api.app import serve
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
 
     from jobs_cli.registries import build_registry
 
-    _configure_logging()
     resolved = _reachable(settings)
     api_settings = ApiSettings(
         database_url=resolved.database_url,
