@@ -48,6 +48,7 @@ DEV_DEFAULTS = {
     # would hide the recovery for ten minutes. The user's own values win.
     "JOBS_SWEEP_THRESHOLD_S": "30",
     "JOBS_SWEEP_INTERVAL_S": "5",
+    "JOBS_HEARTBEAT_S": "10",  # well within the shorter threshold
     # A few jobs at once, so the demo shows concurrency; the worker's own default is 1.
     "JOBS_CONCURRENCY": "4",
 }
