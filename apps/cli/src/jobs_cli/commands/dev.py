@@ -5,8 +5,8 @@ The process tree::
     jobs dev (this process: supervisor; holds the embedded PostgreSQL handle)
     ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL)
     ├── python -m jobs_cli worker  (JOBS_DEMO_TYPES=1; restarted if it dies, e.g. the crash demo)
-    └── postgres                   (embedded only: started by pgserver, stopped when we exit,
-                                    whoever started it: Ctrl-C leaves no process behind)
+    └── postgres                   (embedded only: started by pgserver; stopped when we exit
+                                    unless another jobs process still holds it)
 
 The API and the worker are separate processes because the ``crash`` demo type kills its own
 worker process, as a native crash would: the API must survive it, and the supervisor starts a new
@@ -186,7 +186,7 @@ def dev(args: argparse.Namespace, settings: CliSettings) -> int:
             if children:
                 print("jobs dev: stopping the API and the worker...", file=sys.stderr, flush=True)
             process.stop(children, STOP_GRACE_S)
-            if settings.database_url is None and db.stop_embedded_server(settings):
+            if settings.database_url is None and db.release_embedded_server(settings):
                 print("jobs dev: stopped the embedded PostgreSQL", file=sys.stderr, flush=True)
 
 

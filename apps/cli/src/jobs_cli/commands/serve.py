@@ -9,10 +9,14 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from jobs_cli import db
 from jobs_cli.errors import UsageError
 from jobs_cli.settings import CliSettings
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 def _configure_logging() -> None:
@@ -20,6 +24,13 @@ def _configure_logging() -> None:
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """``JOBS_CONCURRENCY: Input should be a valid integer`` from a settings error."""
+    error = exc.errors(include_url=False)[0]
+    name = "JOBS_" + "_".join(str(part) for part in error["loc"]).upper()
+    return f"{name}: {error['msg']}"
 
 
 def _reachable(settings: CliSettings) -> CliSettings:
@@ -73,15 +84,17 @@ def _serve_api(args: argparse.Namespace, settings: CliSettings) -> int:
     from jobs_api.app import serve
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
+    from pydantic import ValidationError
 
     from jobs_cli.registries import build_registry
 
-    resolved = _reachable(settings)
-    api_settings = ApiSettings(
-        database_url=resolved.database_url,
-        data_dir=settings.data_dir,
-        demo_types=settings.demo_types,
-    )
+    try:
+        api_settings = ApiSettings(data_dir=settings.data_dir, demo_types=settings.demo_types)
+    except ValidationError as exc:
+        raise UsageError(f"invalid API settings: {_first_problem(exc)}") from None
+    if api_settings.store == "postgres":
+        resolved = _reachable(settings)
+        api_settings = api_settings.model_copy(update={"database_url": resolved.database_url})
     container = build_container(api_settings, [build_registry(settings)])
     host = args.host if args.host is not None else api_settings.api_host
     port = args.port if args.port is not None else api_settings.api_port
@@ -99,7 +112,7 @@ def worker(args: argparse.Namespace, settings: CliSettings) -> int:
         base = WorkerSettings()
         worker_settings = settings_from_args(args, base)
     except ValidationError as exc:
-        raise UsageError(f"invalid worker settings: {exc.errors()[0]['msg']}") from None
+        raise UsageError(f"invalid worker settings: {_first_problem(exc)}") from None
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     resolved = _reachable(settings)
