@@ -97,8 +97,8 @@ def _normalize_host(host: str) -> str:
     host = host.rstrip(".").lower()
     if not host:
         raise InvalidUrl("the URL has no host")
-    if host.startswith("["):  # an IPv6 literal: lowercase is all there is to do
-        return host
+    if ":" in host:  # an IPv6 literal (urlsplit strips its brackets): lowercase is all it needs
+        return f"[{host}]"
     if host.isascii():
         if not re.fullmatch(r"[a-z0-9._-]+", host):
             raise InvalidUrl(f"invalid host {host!r}")
