@@ -144,7 +144,9 @@ def claim(types: Sequence[str] | None) -> TextClause:
     not in the partial index at all. ``run_at`` and ``type`` filter the rows it yields.
     ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
     wait on nor take the same job. The key of a ``queue``-scope job is released in the same
-    statement (spec 000 §1).
+    statement (spec 000 §1). The rows to update are then found by primary key through
+    ``id = ANY(ARRAY(...))``: a join with the CTE could be planned as a scan of the whole
+    table, whose history the planner cannot see through the CTE.
     """
     type_filter = "AND type = ANY(CAST(:types AS text[]))" if types is not None else ""
     return text(
@@ -162,8 +164,9 @@ SET status = 'running',
     started_at = :now,
     lease = gen_random_uuid(),
     dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
-FROM due
-WHERE j.id = due.id AND j.status = 'queued'
+-- no status test here: the rows are locked since they matched it, and a status condition
+-- would let the planner walk every queued row of jobs_queue_idx instead of probing the key
+WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING {_columns("j")}
 """
     )
@@ -172,7 +175,8 @@ RETURNING {_columns("j")}
 CLAIM_ALL = claim(None)
 CLAIM_TYPES = claim(())
 
-# Index: the primary key, one probe per ref. Merges ``updated_at`` into the progress document
+# Index: the primary key, probed with ``id = ANY(:ids)`` (never a join planned as a scan of
+# the history). Merges ``updated_at`` into the progress document
 # (domain.heartbeat_progress): the update touches no indexed column, so it is a HOT update.
 HEARTBEAT = text(
     """
@@ -180,7 +184,8 @@ UPDATE jobs AS j
 SET progress = coalesce(j.progress, '{}'::jsonb)
                || jsonb_build_object('updated_at', CAST(:beat AS text))
 FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
-WHERE j.id = r.id AND j.lease = r.lease AND j.status = 'running'
+WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id AND j.lease = r.lease
+  AND j.status = 'running'
 RETURNING j.id
 """
 )
@@ -194,14 +199,15 @@ WHERE id = :id AND lease = :lease AND status = 'running'
 """
 )
 
-# Index: the primary key, one probe per ref.
+# Index: the primary key, probed with ``id = ANY(:ids)``.
 CANCEL_REQUESTED = text(
     """
 SELECT j.id
 FROM jobs AS j
 JOIN unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
   ON j.id = r.id AND j.lease = r.lease
-WHERE j.status = 'running' AND j.cancel_requested_at IS NOT NULL
+WHERE j.id = ANY(CAST(:ids AS uuid[]))
+  AND j.status = 'running' AND j.cancel_requested_at IS NOT NULL
 """
 )
 
@@ -209,9 +215,9 @@ WHERE j.status = 'running' AND j.cancel_requested_at IS NOT NULL
 def finish(*, if_stale: bool) -> TextClause:
     """Apply a batch of outcomes in one statement (domain.finish for each row).
 
-    Index: the primary key, one probe per ref; fenced on lease and status. ``:outcomes`` is a
-    JSON array of ``{ord, id, lease, status, run_at, error, report, keep_report,
-    refund_attempt}``; the rows
+    Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and
+    status. ``:outcomes`` is a JSON array of ``{ord, id, lease, status, run_at, error, report,
+    keep_report, refund_attempt}``; the rows
     come back with their ``ord`` so the caller aligns them with its input (an outcome whose
     attempt lost the job returns no row). With ``if_stale`` (the sweep) a row is changed only
     if its attempt still shows no life since ``:stale_before``, so a sweeper racing a slow
@@ -242,7 +248,8 @@ finished AS (
         finished_at = CASE WHEN o.status = 'queued' THEN j.finished_at ELSE :now END,
         dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
     FROM outcome AS o
-    WHERE j.id = o.id AND j.lease = o.lease AND j.status = 'running' {stale}
+    WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
+      AND j.status = 'running' {stale}
     RETURNING o.ord, {_columns("j")}
 ),
 {_WAKE.format(source="finished")},
