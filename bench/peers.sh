@@ -36,7 +36,10 @@ if [ -n "$missing" ]; then
 fi
 
 # jobs runs from the project's own environment, with its adapter kept in bench/.
-(cd "$ROOT" && uv sync --frozen --quiet)
+# Byte-compiled as a deployment would be (and as pip compiles the peers at install): without it,
+# each jobs worker process would compile its dependencies from source when it starts.
+(cd "$ROOT" && uv sync --frozen --quiet && uv run --frozen python -c \
+  'import pathlib; from bench.common import compile_bytecode; compile_bytecode(pathlib.Path.cwd())')
 BENCH_ADAPTERS="$ROOT/bench" BENCH_PY_jobs="$ROOT/.venv/bin/python" OUT="$OUT" \
   PEERS="$SYSTEMS" RUNS="${RUNS:-3}" "$HARNESS/run_all.sh"
 

@@ -139,26 +139,30 @@ def render_markdown(doc: dict[str, Any]) -> str:
     for label, getter, digits in rows:
         if any(getter(r) is not None for r in rounds):
             lines.append(_row(label, rounds, getter, digits))
-    lines += ["", "Exactly once (all rounds, drain and latency phases):", ""]
-    lines += [
-        "| phase | executions | duplicates | missing | unexpected | failed |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name in _phase_names(rounds):
-        ph = [get(r, "drain", name) if name != "latency" else get(r, "latency") for r in rounds]
-        ph = [p for p in ph if p]
-        lines.append(
-            f"| {name} | "
-            + " | ".join(
-                fmt(sum(p.get(k) or 0 for p in ph), 0)
-                for k in ("executions", "duplicates", "missing", "unexpected", "failed_after")
+    names = _phase_names(rounds)
+    if names:
+        lines += ["", "Exactly once (all rounds, drain and latency phases):", ""]
+        lines += [
+            "| phase | executions | duplicates | missing | unexpected | failed |",
+            "|---|---|---|---|---|---|",
+        ]
+        for name in names:
+            ph = [get(r, "drain", name) if name != "latency" else get(r, "latency") for r in rounds]
+            ph = [p for p in ph if p]
+            lines.append(
+                f"| {name} | "
+                + " | ".join(
+                    fmt(sum(p.get(k) or 0 for p in ph), 0)
+                    for k in ("executions", "duplicates", "missing", "unexpected", "failed_after")
+                )
+                + " |"
             )
-            + " |"
-        )
     summary = doc.get("summary") or {}
     lines += ["", "Targets this run can judge alone:", ""]
     lines += ["| target | wanted | measured | met |", "|---|---|---|---|"]
     for name, want, value, ok in targets(summary, h):
+        if ok is None:
+            continue
         lines.append(
             f"| {name} | {want} | {value} | {'-' if ok is None else 'yes' if ok else 'NO'} |"
         )
