@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI, Request
 
-from jobs_api.containers import Container, build_container
+from jobs_api.auth import current_org
+from jobs_api.containers import Container, build_container, serves_imports
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers
@@ -18,6 +20,27 @@ from jobs_api.routes import router
 log = logging.getLogger("jobs.api")
 
 API_VERSION = "1.0.0"
+
+UPLOAD_ENVELOPE_BYTES = 1024 * 1024
+"""Room for the multipart envelope (boundaries, part headers, form fields) around an upload."""
+
+
+def _imports_router() -> tuple[APIRouter, str] | None:
+    """The Imports module's routes and its upload path (None if the module is not installed).
+
+    The module owns its routes (``jobs_imports.api``); the app gives them the module's service
+    from the container and the bearer-token org dependency.
+    """
+    if importlib.util.find_spec("jobs_imports") is None:
+        return None
+    from jobs_imports.api import UPLOAD_PATH, build_router
+    from jobs_imports.service import ImportsService
+
+    def imports_service(request: Request) -> ImportsService:
+        container: Container = request.app.state.container
+        return container.imports().service
+
+    return build_router(imports_service, current_org), UPLOAD_PATH
 
 
 def create_app(container: Container | None = None) -> FastAPI:
@@ -45,8 +68,19 @@ def create_app(container: Container | None = None) -> FastAPI:
     )
     app.state.container = container
     install_problem_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=int(container.config.max_body_bytes()))
+    path_limits: dict[str, int] = {}
+    modules, store = container.config.modules(), container.config.store()
+    imports = _imports_router() if serves_imports(modules, store) else None
+    if imports is not None:
+        imports_router, upload_path = imports
+        upload_limit = int(container.config.max_upload_bytes())
+        path_limits[upload_path] = upload_limit + UPLOAD_ENVELOPE_BYTES
+    app.add_middleware(
+        BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
+    )
     app.include_router(router)
+    if imports is not None:
+        app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]
     return app
 

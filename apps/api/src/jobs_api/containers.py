@@ -9,7 +9,7 @@ shutdown. Tests override providers (``container.store.override(...)``), never mo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +20,8 @@ from jobs_api.auth import InMemoryTokenStore, TokenStore
 from jobs_api.settings import ApiSettings
 
 if TYPE_CHECKING:
+    from jobs_core import Clock
+    from jobs_imports.registry import ImportsModule
     from sqlalchemy import Engine
 
 
@@ -51,6 +53,39 @@ def _postgres_token_store(engine: Engine) -> TokenStore:
     return PostgresTokenStore(engine)
 
 
+def _imports_module(
+    engine: Engine, data_dir: Path | str, max_upload_bytes: int, clock: Clock
+) -> ImportsModule:
+    from jobs_imports.registry import build_module
+
+    return build_module(engine, Path(data_dir), clock=clock, max_upload_bytes=max_upload_bytes)
+
+
+IMPORTS_MODULE = "jobs_imports"
+
+
+def serves_imports(modules: Iterable[str], store: str) -> bool:
+    """True when the API serves the Imports module: named by the deployable, on PostgreSQL
+    (the module's tables live there)."""
+    return IMPORTS_MODULE in modules and store == "postgres"
+
+
+def _served_registry(
+    registry: Registry, modules: list[str], store: str, imports: Callable[[], ImportsModule]
+) -> Registry:
+    """``registry`` plus the types of the served modules it lacks: the service must know them
+    (e.g. that ``map_reconcile`` jobs are never deletable) even when the deployable did not
+    compose them in."""
+    if not serves_imports(modules, store):
+        return registry
+    composed = Registry(registry.name)
+    composed.include(registry)
+    for job_type in imports().registry:
+        if job_type.name not in composed:
+            composed.register(job_type)
+    return composed
+
+
 class Container(containers.DeclarativeContainer):
     """Everything the API routes use, built once per app."""
 
@@ -77,7 +112,18 @@ class Container(containers.DeclarativeContainer):
         postgres=providers.ThreadSafeSingleton(_postgres_token_store, engine),
     )
 
-    service = providers.ThreadSafeSingleton(JobService, store=store, registry=registry, clock=clock)
+    imports = providers.ThreadSafeSingleton(
+        _imports_module, engine, config.data_dir, config.max_upload_bytes, clock
+    )
+    """The Imports module (PostgreSQL only): its routes' use cases and its job types."""
+
+    service_registry = providers.ThreadSafeSingleton(
+        _served_registry, registry, config.modules, config.store, imports.provider
+    )
+
+    service = providers.ThreadSafeSingleton(
+        JobService, store=store, registry=service_registry, clock=clock
+    )
 
 
 def compose_registry(registries: Iterable[Registry]) -> Registry:
@@ -91,10 +137,14 @@ def compose_registry(registries: Iterable[Registry]) -> Registry:
 
 
 def build_container(
-    settings: ApiSettings | None = None, registries: Iterable[Registry] = ()
+    settings: ApiSettings | None = None,
+    registries: Iterable[Registry] = (),
+    modules: Iterable[str] = (),
 ) -> Container:
     """A container configured from ``settings`` (else the environment) serving the job types
-    of ``registries``."""
+    of ``registries`` and the routes of ``modules`` (``jobs_imports``: the Imports routes, on
+    the postgres store)."""
     container = Container(registry=compose_registry(registries))
     container.config.from_pydantic(settings or ApiSettings())
+    container.config.modules.from_value(list(modules))
     return container

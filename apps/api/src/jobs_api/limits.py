@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -18,21 +20,26 @@ class BodySizeLimit:
     body through to the app's handlers, which answer it as a problem like any other error.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, path_limits: Mapping[str, int] | None = None
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # Routes whose body is a file (a module's upload) get their own, larger limit.
+        self.path_limits = dict(path_limits or {})
 
-    def _detail(self) -> str:
-        return f"the request body is larger than {self.max_bytes} bytes"
+    def _detail(self, limit: int) -> str:
+        return f"the request body is larger than {limit} bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, counting its body."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.path_limits.get(scope["path"], self.max_bytes)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            response = problem(413, self._detail(), headers={"Connection": "close"})
+        if declared is not None and declared > limit:
+            response = problem(413, self._detail(limit), headers={"Connection": "close"})
             await response(scope, receive, send)
             return
 
@@ -43,8 +50,8 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise HTTPException(413, self._detail())
+                if received > limit:
+                    raise HTTPException(413, self._detail(limit))
             return message
 
         await self.app(scope, counting_receive, send)

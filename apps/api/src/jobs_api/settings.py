@@ -20,6 +20,8 @@ class ApiSettings(BaseSettings):
       for trying the API or testing it without a database).
     - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
     - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
+    - ``JOBS_MAX_UPLOAD_BYTES``: the largest file ``POST /imports/csv`` accepts (413 beyond);
+      uploads are stored under ``JOBS_DATA_DIR``, which the workers must share.
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -29,5 +31,6 @@ class ApiSettings(BaseSettings):
     store: Literal["postgres", "memory"] = "postgres"
     demo_types: bool = False
     max_body_bytes: int = Field(default=MIB, ge=1)
+    max_upload_bytes: int = Field(default=512 * MIB, ge=1)
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=0, le=65535)

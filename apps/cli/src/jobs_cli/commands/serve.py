@@ -95,7 +95,10 @@ def _serve_api(args: argparse.Namespace, settings: CliSettings) -> int:
     if api_settings.store == "postgres":
         resolved = _reachable(settings)
         api_settings = api_settings.model_copy(update={"database_url": resolved.database_url})
-    container = build_container(api_settings, [build_registry(settings)])
+    from jobs_worker.registries import MODULES
+
+    # the shipped modules' routes too (the Imports routes, on PostgreSQL)
+    container = build_container(api_settings, [build_registry(settings)], modules=MODULES)
     host = args.host if args.host is not None else api_settings.api_host
     port = args.port if args.port is not None else api_settings.api_port
     serve(container, host=host, port=port)

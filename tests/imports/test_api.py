@@ -1,0 +1,298 @@
+"""The Imports routes over HTTP (httpx against the API app, the real container on PostgreSQL).
+
+The app is the API's own (``create_app``) with the container the deployable builds
+(``build_container(..., modules=["jobs_imports"])``); tests only override the engine (the test
+database) and the clock, and run the queued jobs in process with the module the container built.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from dependency_injector import providers
+from jobs_api.app import create_app
+from jobs_api.auth import issue_token
+from jobs_api.containers import Container, build_container
+from jobs_api.settings import ApiSettings
+from jobs_core import FakeClock, Registry
+
+from tests.imports.helpers import HEADER, ORG, ORG_B, drain
+
+if TYPE_CHECKING:
+    from jobs_imports.registry import ImportsModule
+    from sqlalchemy import Engine
+
+pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
+
+UPLOAD_LIMIT = 4096
+
+CSV = HEADER + (
+    "https://www.example.com/a,shoes,10,100,10%,1.5,2025-01-01\n"
+    "/b,boots,5,50,10%,2.5,2025-01-01\n"
+    "https://www.example.com/c,x,not-a-number,50,10%,2.5,2025-01-01\n"
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The API runs on asyncio (what uvicorn runs)."""
+    return "asyncio"
+
+
+@pytest.fixture
+def container(imports_engine: Engine, data_dir: Path) -> Iterator[Container]:
+    """The API's container as ``jobs api`` builds it, on the test database."""
+    settings = ApiSettings(store="postgres", data_dir=data_dir, max_upload_bytes=UPLOAD_LIMIT)
+    built = build_container(settings, [Registry("none")], modules=["jobs_imports"])
+    built.engine.override(providers.Object(imports_engine))
+    built.clock.override(providers.Object(FakeClock()))
+    yield built
+    built.reset_override()
+
+
+@pytest.fixture
+def module(container: Container) -> ImportsModule:
+    """The Imports module the container built (its service serves the routes)."""
+    built: ImportsModule = container.imports()
+    return built
+
+
+@pytest.fixture
+async def client(container: Container) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client speaking to the app in process."""
+    transport = httpx.ASGITransport(app=create_app(container), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+        yield http
+
+
+def _headers(container: Container, org: str) -> dict[str, str]:
+    token, _ = issue_token(container.token_store(), org, "tests", container.clock().now())
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture
+def as_a(container: Container) -> dict[str, str]:
+    """Headers acting for ``ORG``."""
+    return _headers(container, ORG)
+
+
+@pytest.fixture
+def as_b(container: Container) -> dict[str, str]:
+    """Headers acting for ``ORG_B``."""
+    return _headers(container, ORG_B)
+
+
+async def _target(client: httpx.AsyncClient, headers: dict[str, str]) -> dict[str, Any]:
+    response = await client.post(
+        "/site-targets",
+        json={"name": "Example", "base_url": "www.example.com"},
+        headers=headers,
+    )
+    assert response.status_code == 201, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def _upload(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    target_id: str,
+    content: bytes,
+    name: str = "export.csv",
+) -> httpx.Response:
+    return await client.post(
+        "/imports/csv",
+        data={"site_target_id": target_id},
+        files={"file": (name, io.BytesIO(content), "text/csv")},
+        headers=headers,
+    )
+
+
+async def test_upload_import_read_back_with_counts_and_reconcile_events(
+    client: httpx.AsyncClient, module: ImportsModule, as_a: dict[str, str], data_dir: Path
+) -> None:
+    target = await _target(client, as_a)
+    assert target["base_url"] == "https://www.example.com/"
+
+    response = await _upload(client, as_a, target["id"], CSV.encode(), "../../secret.csv")
+    assert response.status_code == 202, response.text
+    created = response.json()
+    assert response.headers["location"] == f"/imports/{created['id']}"
+    assert created["status"] == "pending"
+    assert created["file"]["name"] == "../../secret.csv"
+    sha = created["file"]["sha256"]
+    assert (data_dir / "imports" / sha[:2] / f"{sha}.csv").read_bytes() == CSV.encode()
+    assert not (data_dir.parent / "secret.csv").exists()
+    assert created["job"]["type"] == "import_csv"
+    assert created["job"]["status"] == "queued"
+
+    pages = await client.post(
+        f"/site-targets/{target['id']}/pages",
+        json={"urls": ["/a", "https://www.example.com/b/", "mailto:x@example.com"]},
+        headers=as_a,
+    )
+    assert pages.status_code == 200, pages.text
+    loaded = pages.json()
+    assert (loaded["received"], loaded["added"], loaded["invalid"]) == (3, 2, 1)
+    assert loaded["reconcile_job"]["type"] == "map_reconcile"
+
+    drain(module)
+
+    done = (await client.get(f"/imports/{created['id']}", headers=as_a)).json()
+    assert done["status"] == "done"
+    assert done["counts"] == {"read": 3, "inserted": 2, "skipped": 0, "errors": 1}
+    assert done["error_samples"] == [
+        {"line": 4, "reason": "clicks is not a whole number: not-a-number"}
+    ]
+    assert done["job"]["status"] == "done"
+    assert done["job"]["progress"]["done"] == 3
+
+    listing = await client.get("/imports", params={"site_target_id": target["id"]}, headers=as_a)
+    assert listing.status_code == 200
+    body = listing.json()
+    assert [item["id"] for item in body["imports"]] == [created["id"]]
+    events = body["reconcile_events"]
+    assert [event["status"] for event in events] == ["done"]
+    assert events[0]["mapped"] == 2
+    assert events[0]["job_id"] == loaded["reconcile_job"]["id"]
+
+    # the reconcile events are history: deleting one over HTTP is refused
+    deleted = await client.delete(f"/jobs/{events[0]['job_id']}", headers=as_a)
+    assert deleted.status_code == 409
+    assert "never deleted" in deleted.json()["detail"]
+
+
+async def test_an_import_that_fails_reads_failed_with_its_error(
+    client: httpx.AsyncClient, module: ImportsModule, as_a: dict[str, str]
+) -> None:
+    target = await _target(client, as_a)
+    response = await _upload(client, as_a, target["id"], b"\x89PNG\r\n\x1a\n" + b"\x00" * 64)
+    assert response.status_code == 202
+    drain(module)
+    failed = (await client.get(f"/imports/{response.json()['id']}", headers=as_a)).json()
+    assert failed["status"] == "failed"
+    assert "not a CSV file" in failed["error"]
+    assert failed["job"]["status"] == "failed"
+
+
+async def test_site_targets_are_validated_and_unique_per_org(
+    client: httpx.AsyncClient, as_a: dict[str, str], as_b: dict[str, str]
+) -> None:
+    await _target(client, as_a)
+    again = await client.post(
+        "/site-targets",
+        json={"name": "Again", "base_url": "https://WWW.example.com/"},
+        headers=as_a,
+    )
+    assert again.status_code == 409
+    await _target(client, as_b)  # another org may have the same site
+    bad = await client.post(
+        "/site-targets", json={"name": "Bad", "base_url": "ftp://example.com"}, headers=as_a
+    )
+    assert bad.status_code == 422
+    assert "unsupported scheme" in bad.json()["detail"]
+    listed = (await client.get("/site-targets", headers=as_a)).json()
+    assert [target["name"] for target in listed] == ["Example"]
+
+
+async def test_another_orgs_targets_and_imports_look_absent(
+    client: httpx.AsyncClient, as_a: dict[str, str], as_b: dict[str, str]
+) -> None:
+    target = await _target(client, as_a)
+    created = (await _upload(client, as_a, target["id"], CSV.encode())).json()
+    absent = str(uuid.uuid4())
+
+    def same_404s(responses: list[httpx.Response]) -> bytes:
+        assert {r.status_code for r in responses} == {404}
+        bodies = {r.content for r in responses}
+        assert len(bodies) == 1, bodies
+        return bodies.pop()
+
+    import_bodies = [
+        await client.get(f"/imports/{created['id']}", headers=as_b),
+        await client.get(f"/imports/{absent}", headers=as_a),
+        await client.get("/imports/not-a-uuid", headers=as_a),
+    ]
+    assert b"no such import" in same_404s(import_bodies)
+
+    target_bodies = [
+        await client.get(f"/site-targets/{target['id']}", headers=as_b),
+        await client.get(f"/site-targets/{absent}", headers=as_a),
+        await client.get("/imports", params={"site_target_id": target["id"]}, headers=as_b),
+        await client.get("/imports", params={"site_target_id": absent}, headers=as_a),
+        await client.post(
+            f"/site-targets/{target['id']}/pages", json={"urls": ["/x"]}, headers=as_b
+        ),
+        await _upload(client, as_b, target["id"], CSV.encode()),
+        await _upload(client, as_a, absent, CSV.encode()),
+    ]
+    assert b"no such site target" in same_404s(target_bodies)
+    # and the foreign attempts changed nothing
+    mine = await client.get("/imports", params={"site_target_id": target["id"]}, headers=as_a)
+    assert len(mine.json()["imports"]) == 1
+    assert (await client.get("/site-targets", headers=as_b)).json() == []
+
+
+async def test_every_imports_route_needs_a_token(client: httpx.AsyncClient) -> None:
+    some = str(uuid.uuid4())
+    responses = [
+        await client.post("/site-targets", json={"name": "x", "base_url": "x.com"}),
+        await client.get("/site-targets"),
+        await client.post(f"/site-targets/{some}/pages", json={"urls": ["/"]}),
+        await client.get("/imports", params={"site_target_id": some}),
+        await client.get(f"/imports/{some}"),
+        await _upload(client, {}, some, b"x"),
+    ]
+    assert {r.status_code for r in responses} == {401}
+
+
+async def test_an_upload_over_the_limit_is_a_413_and_stores_nothing(
+    client: httpx.AsyncClient, as_a: dict[str, str], data_dir: Path
+) -> None:
+    target = await _target(client, as_a)
+    over = HEADER.encode() + b"https://www.example.com/a,q,1,1,1%,1,2025-01-01\n" * 200
+    assert len(over) > UPLOAD_LIMIT
+    refused = await _upload(client, as_a, target["id"], over)
+    assert refused.status_code == 413
+    assert refused.headers["content-type"] == "application/problem+json"
+    huge = await _upload(client, as_a, target["id"], b"x" * (UPLOAD_LIMIT + 2 * 1024 * 1024))
+    assert huge.status_code == 413  # refused by the body limit before any parsing
+    assert not list(data_dir.rglob("*.csv"))
+    listing = await client.get("/imports", params={"site_target_id": target["id"]}, headers=as_a)
+    assert listing.json()["imports"] == []
+    # the body limit of the other routes is unchanged
+    pages = await client.post(
+        f"/site-targets/{target['id']}/pages",
+        json={"urls": ["/" + "a" * 1000] * 2000},
+        headers=as_a,
+    )
+    assert pages.status_code == 413
+
+
+async def test_a_malformed_site_target_id_in_the_form_is_a_422(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    response = await _upload(client, as_a, "nope", CSV.encode())
+    assert response.status_code == 422
+
+
+async def test_without_the_module_or_on_the_memory_store_there_are_no_imports_routes(
+    imports_engine: Engine, data_dir: Path, container: Container
+) -> None:
+    served = set(create_app(container).openapi()["paths"])
+    assert {"/imports/csv", "/imports", "/imports/{import_id}", "/site-targets"} <= served
+    cases = [
+        build_container(ApiSettings(store="memory"), [], modules=["jobs_imports"]),
+        build_container(ApiSettings(store="postgres", data_dir=data_dir), []),
+    ]
+    for container in cases:
+        container.engine.override(providers.Object(imports_engine))
+        paths = set(create_app(container).openapi()["paths"])
+        assert "/imports/csv" not in paths
+        assert "/jobs" in paths
