@@ -354,6 +354,24 @@ def test_the_sweep_at_start_requeues_a_zombie_which_then_runs() -> None:
     assert claimed.attempts == 1
 
 
+def test_a_worker_never_sweeps_its_own_jobs_after_an_outage_longer_than_the_threshold() -> None:
+    clock = FakeClock()
+    store = OutageStore()
+    gate = Gate()
+    worker, service, _ = build(gate_registry(gate), store=store, clock=clock)
+    job = service.enqueue(ORG, "gate").job
+    with running(worker):
+        wait_until(lambda: gate.running == 1, what="job running")
+        store.gate.clear()  # its outcome will wait, as it would for a database coming back
+        clock.advance(601)  # no heartbeat got through for longer than the threshold
+        gate.release.set()
+        wait_until(lambda: worker.stats["claimed"] == 1 and gate.running == 0)
+        assert worker.sweep() == 0
+        store.gate.set()
+        wait_until(lambda: status_of(store, job.id) is Status.DONE, what="outcome written")
+    assert job_of(store, job.id).attempts == 1
+
+
 def test_a_zombie_at_max_attempts_fails_and_the_queue_goes_on() -> None:
     clock = FakeClock()
     failed: list[Job] = []
