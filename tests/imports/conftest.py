@@ -7,6 +7,8 @@ data directory of the test's own.
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,11 +43,11 @@ def imports_engine(imports_url: str, pg_engine: Engine) -> Engine:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
-    """The data directory uploads are stored under."""
-    path = tmp_path / "data"
-    path.mkdir()
-    return path
+def data_dir() -> Iterator[Path]:
+    """The data directory uploads are stored under: a directory of the test's own, not under
+    pytest's shared tmp root (concurrent sessions on the machine prune it)."""
+    with tempfile.TemporaryDirectory(prefix="jobs-imports-data-") as path:
+        yield Path(path)
 
 
 @pytest.fixture

@@ -291,8 +291,8 @@ async def test_without_the_module_or_on_the_memory_store_there_are_no_imports_ro
         build_container(ApiSettings(store="memory"), [], modules=["jobs_imports"]),
         build_container(ApiSettings(store="postgres", data_dir=data_dir), []),
     ]
-    for container in cases:
-        container.engine.override(providers.Object(imports_engine))
-        paths = set(create_app(container).openapi()["paths"])
+    for other in cases:
+        other.engine.override(providers.Object(imports_engine))
+        paths = set(create_app(other).openapi()["paths"])
         assert "/imports/csv" not in paths
         assert "/jobs" in paths
