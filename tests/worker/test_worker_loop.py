@@ -440,6 +440,9 @@ def test_outage_errors_are_recognised_through_their_causes() -> None:
     assert is_outage(wrapped)
     assert is_outage(StoreUnavailable())
     assert not is_outage(ValueError("a bug"))
+    during = ValueError("a bug while handling an outage")
+    during.__context__ = StoreUnavailable()
+    assert not is_outage(during)
 
 
 # -- shutdown -----------------------------------------------------------------------------------

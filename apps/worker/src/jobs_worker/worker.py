@@ -73,16 +73,20 @@ _MAX_BATCH = 1000
 
 _HANDED_BACK = "the worker shut down before the job finished"
 
+_LISTEN_WAIT_S = 0.5
+
 
 def is_outage(error: BaseException) -> bool:
-    """True when ``error`` (or what caused it) says the store is unreachable."""
+    """True when ``error``, or what explicitly caused it (``raise … from``), says the store is
+    unreachable. The implicit ``__context__`` is not followed: a bug raised while an outage
+    was being handled is still a bug, and retrying it forever would hide it."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
         if isinstance(current, OUTAGE_ERRORS):
             return True
         seen.add(id(current))
-        current = current.__cause__ or current.__context__
+        current = current.__cause__
     return False
 
 
@@ -501,10 +505,13 @@ class Worker:
     def _listener_main(self) -> None:
         cfg = self.config
         retry = _Retry("listen", cfg.backoff_initial_s, cfg.backoff_cap_s)
+        # Short waits, so a stopping worker's listener notices ``_halt`` soon; the claim loop
+        # keeps its own poll as the fallback.
+        timeout = min(cfg.poll_interval_s, _LISTEN_WAIT_S)
         while not self._halt.is_set():
             began = time.monotonic()
             try:
-                woken = self.wakeup.wait(cfg.poll_interval_s)
+                woken = self.wakeup.wait(timeout)
             except Exception as error:
                 self._halt.wait(retry.failed(error))
                 continue
@@ -512,9 +519,9 @@ class Worker:
             if woken:
                 self._maybe_work.set()
                 self._kick.set()
-            elif time.monotonic() - began < cfg.poll_interval_s / 2:
+            elif time.monotonic() - began < timeout / 2:
                 # A wake-up that returns at once (closed, reconnecting) must not spin a core.
-                self._halt.wait(cfg.poll_interval_s / 2)
+                self._halt.wait(timeout / 2)
 
     # -- heartbeats and cancellation ------------------------------------------------------------
     def _monitor_main(self) -> None:
@@ -680,7 +687,7 @@ class Worker:
             completer.join(0.1)
         self._halt.set()
         for thread in housekeeping:
-            thread.join(max(2.0, cfg.poll_interval_s * 2))
+            thread.join(5.0)
         self.wakeup.close()
         stats = dict(self.stats)
         log_event(
