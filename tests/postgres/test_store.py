@@ -29,7 +29,7 @@ from jobs_core import (
     StoreUnavailable,
 )
 from jobs_postgres.database import create_engine, libpq_url
-from jobs_postgres.store import PostgresJobStore
+from jobs_postgres.store import COPY_FROM, PostgresJobStore
 from sqlalchemy import Engine, event, text
 
 pytestmark = pytest.mark.postgres
@@ -168,7 +168,7 @@ import json, sys
 from datetime import datetime
 from jobs_core import Done
 from jobs_postgres.database import create_engine
-from jobs_postgres.store import PostgresJobStore
+from jobs_postgres.store import COPY_FROM, PostgresJobStore
 
 url, now = sys.argv[1], datetime.fromisoformat(sys.argv[2])
 engine = create_engine(url, pool_size=1)
@@ -311,6 +311,22 @@ def test_enqueue_in_the_callers_transaction_rolls_back_with_it(
             conn.execute(text(f"INSERT INTO {domain_table} VALUES (2)"))
             kept = service.using(pg_store.bound_to(conn)).enqueue(ORG, "reconcile").job
     assert pg_store.get(ORG, kept.id) == kept
+
+
+def test_a_large_batch_sent_with_copy_rolls_back_with_the_callers_transaction(
+    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
+) -> None:
+    specs = [NewJob(ORG, "reconcile", {"i": i}) for i in range(COPY_FROM + 10)]
+    with pg_engine.connect() as conn, conn.begin() as transaction:
+        bound = pg_store.bound_to(conn)
+        assert len(bound.insert_many(specs, clock.now())) == len(specs)
+        assert len(bound.insert_many(specs[:COPY_FROM], clock.now())) == COPY_FROM
+        transaction.rollback()
+    assert pg_store.stats(ORG)[Status.QUEUED] == 0
+    jobs = pg_store.insert_many(specs, clock.now())
+    # one instant for the whole batch, ids ascending in input order: it runs in input order
+    assert [j.id for j in pg_store.claim(3, clock.now())] == [j.id for j in jobs[:3]]
+    assert pg_store.get(ORG, jobs[-1].id) == jobs[-1]
 
 
 def test_a_refused_retry_leaves_the_callers_transaction_usable(

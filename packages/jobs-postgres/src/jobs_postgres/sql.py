@@ -98,34 +98,86 @@ SELECT inserted.* FROM inserted {_NOTIFIED}
 """
 )
 
-# Index: jobs_org_dedup_key_key, as for INSERT. One statement for the whole batch: the rows
-# arrive as parallel arrays and are inserted in input order, so within the batch the first job
-# with a key wins it, as on memory.
-INSERT_MANY = text(
-    f"""
+
+def _insert_many(source: str) -> str:
+    """Insert the rows of ``source`` (columns id, org_id, type, payload, dedup_key,
+    dedup_scope, max_attempts, run_at) in one statement.
+
+    Index: jobs_org_dedup_key_key, as for INSERT. The ids are made by the caller, ascending in
+    input order, so rows are inserted in input order (within the batch the first job with a
+    key wins it, as on memory) and only the ids of the inserted jobs that have a key come back:
+    the caller already has the rest of each row.
+    """
+    return f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
-        org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
+        id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
         created_at, run_at
     )
-    SELECT n.org_id, n.type, n.payload, n.dedup_key, n.dedup_key, n.dedup_scope,
-           n.max_attempts, CAST(:now AS timestamptz), coalesce(n.run_at, CAST(:now AS timestamptz))
-    FROM unnest(
-        CAST(:org_ids AS text[]), CAST(:types AS text[]), CAST(:payloads AS jsonb[]),
-        CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
-        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[])
-    ) WITH ORDINALITY AS n(
-        org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at, ord
-    )
-    ORDER BY n.ord
+    SELECT n.id, n.org_id, n.type, CAST(n.payload AS jsonb), n.dedup_key, n.dedup_key,
+           n.dedup_scope, n.max_attempts, CAST(:now AS timestamptz),
+           coalesce(n.run_at, CAST(:now AS timestamptz))
+    FROM {source}
+    ORDER BY n.id
     ON CONFLICT (org_id, dedup_key) DO NOTHING
-    RETURNING {_columns("j")}
+    RETURNING j.id, j.org_id, j.status, j.dedup_key
 ),
 {_WAKE.format(source="inserted")},
 {_EVENTS.format(source="inserted")}
-SELECT inserted.* FROM inserted {_NOTIFIED}
+-- One row: the ids of the inserted jobs that have a key (a job without one is always
+-- inserted), and the notify CTEs, read here whatever the filter.
+SELECT array_agg(inserted.id) FILTER (WHERE inserted.dedup_key IS NOT NULL) AS keyed,
+       (SELECT count(*) FROM wake) + (SELECT count(*) FROM events) AS notified
+FROM inserted
 """
+
+
+# A batch as parallel arrays: one statement, one round trip (small and medium batches).
+INSERT_MANY = text(
+    _insert_many(
+        """unnest(
+        CAST(:ids AS uuid[]), CAST(:org_ids AS text[]), CAST(:types AS text[]),
+        CAST(:payloads AS text[]), CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
+        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[])
+    ) AS n(id, org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at)"""
+    )
 )
+
+# A large batch: COPY (binary) into a temporary table, then the same INSERT from it. COPY
+# skips the per-element quoting and parsing of array parameters: about twice the rate of
+# INSERT_MANY at tens of thousands of rows, for three more round trips.
+INCOMING_COLUMNS = (
+    ("id", "uuid"),
+    ("org_id", "text"),
+    ("type", "text"),
+    ("payload", "text"),
+    ("dedup_key", "text"),
+    ("dedup_scope", "text"),
+    ("max_attempts", "int4"),
+    ("run_at", "timestamptz"),
+)
+
+
+def create_incoming(table: str) -> TextClause:
+    """A temporary table for one COPY batch, gone at the end of the transaction at the latest."""
+    columns = ", ".join(f"{name} {kind}" for name, kind in INCOMING_COLUMNS)
+    return text(f"CREATE TEMPORARY TABLE {table} ({columns}) ON COMMIT DROP")
+
+
+def copy_incoming(table: str) -> str:
+    """The COPY statement filling ``table`` (psycopg's ``cursor.copy``)."""
+    return f"COPY {table} FROM STDIN (FORMAT BINARY)"
+
+
+def insert_from_incoming(table: str) -> TextClause:
+    """INSERT_MANY reading the COPY batch of ``table``."""
+    return text(_insert_many(f"{table} AS n"))
+
+
+def drop_incoming(table: str) -> TextClause:
+    """Drop the batch table at once (a caller's transaction may go on for long)."""
+    return text(f"DROP TABLE {table}")
+
 
 # Index: jobs_org_dedup_key_key (equality on both columns).
 FIND_BY_DEDUP_KEY = text(

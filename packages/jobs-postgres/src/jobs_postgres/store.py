@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import secrets
+import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from jobs_core import domain
 from jobs_core.domain import (
     AttemptRef,
@@ -38,6 +42,9 @@ from sqlalchemy import Connection, Engine, TextClause, exc
 
 from jobs_postgres import sql
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
+
+COPY_FROM = 2_000
+"""The batch size from which :meth:`PostgresJobStore.insert_many` sends its rows with COPY."""
 
 _STATUS = {status.value: status for status in Status}
 _SCOPE = {scope.value: scope for scope in DedupScope}
@@ -119,26 +126,70 @@ class PostgresJobStore:
         return _job(rows[0]) if rows else None
 
     def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
-        """Insert many jobs in one statement; those whose key is held are skipped.
+        """Insert many jobs in one call; those whose key is held are skipped.
 
-        Within the batch the first job with a key takes it. The jobs come back in input order.
+        The ids are made here (:func:`jobs_core.uuid7`, sorted so a batch runs in input order)
+        and only they come back from the server: each job is the pure
+        :func:`jobs_core.domain.new_job` of its spec, exactly the row inserted. Within the
+        batch the first job with a key takes it. The jobs come back in input order.
+
+        Up to :data:`COPY_FROM` jobs go in one statement of array parameters; larger batches
+        are sent with COPY into a temporary table first (twice the rate; decision 0004).
         """
         if not new:
             return []
-        rows = self._rows(
-            sql.INSERT_MANY,
-            {
-                "org_ids": [n.org_id for n in new],
-                "types": [n.type for n in new],
-                "payloads": [_payload_json(n.payload) for n in new],
-                "dedup_keys": [n.dedup_key for n in new],
-                "dedup_scopes": [n.dedup_scope.value for n in new],
-                "max_attempts": [n.max_attempts for n in new],
-                "run_ats": [n.run_at for n in new],
-                "now": now,
-            },
-        )
-        return [_job(row) for row in rows]
+        ids = ascending_uuid7s(len(new))
+        payloads = [_payload_json(n.payload) for n in new]
+        if len(new) < COPY_FROM:
+            rows = self._rows(
+                sql.INSERT_MANY,
+                {
+                    "ids": ids,
+                    "org_ids": [n.org_id for n in new],
+                    "types": [n.type for n in new],
+                    "payloads": payloads,
+                    "dedup_keys": [n.dedup_key for n in new],
+                    "dedup_scopes": [n.dedup_scope.value for n in new],
+                    "max_attempts": [n.max_attempts for n in new],
+                    "run_ats": [n.run_at for n in new],
+                    "now": now,
+                },
+            )
+        else:
+            rows = self._copy_insert(new, ids, payloads, now)
+        keyed = set(rows[0][0] or ())
+        return [
+            domain.new_job(spec, job_id, now)
+            for spec, job_id in zip(new, ids, strict=True)
+            if spec.dedup_key is None or job_id in keyed
+        ]
+
+    def _copy_insert(
+        self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
+    ) -> list[Any]:
+        table = f"jobs_incoming_{secrets.token_hex(6)}"
+        with self._transaction() as conn:
+            conn.execute(sql.create_incoming(table))
+            driver = conn.connection.driver_connection
+            assert isinstance(driver, psycopg.Connection)
+            with driver.cursor() as cursor, cursor.copy(sql.copy_incoming(table)) as copy:
+                copy.set_types([kind for _, kind in sql.INCOMING_COLUMNS])
+                for job_id, spec, payload in zip(ids, new, payloads, strict=True):
+                    copy.write_row(
+                        (
+                            job_id,
+                            spec.org_id,
+                            spec.type,
+                            payload,
+                            spec.dedup_key,
+                            spec.dedup_scope.value,
+                            spec.max_attempts,
+                            spec.run_at,
+                        )
+                    )
+            rows = list(conn.execute(sql.insert_from_incoming(table), {"now": now}).all())
+            conn.execute(sql.drop_incoming(table))
+            return rows
 
     def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
         """The job of the org that holds ``dedup_key`` now, if any."""
@@ -315,6 +366,23 @@ class PostgresJobStore:
             domain.check_deletable(job)
             conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
             return True
+
+
+def ascending_uuid7s(count: int) -> list[uuid.UUID]:
+    """``count`` RFC 9562 version-7 UUIDs of this millisecond, in ascending order.
+
+    The layout of :func:`jobs_core.uuid7` (48-bit Unix ms, version, 74 random bits with the
+    variant), made in bulk: one read of the random source, sorted as integers.
+    """
+    ms = time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF
+    pool = os.urandom(10 * count)
+    randoms = sorted(
+        int.from_bytes(pool[i : i + 10], "big") & ((1 << 74) - 1) for i in range(0, 10 * count, 10)
+    )
+    head = (ms << 80) | (0x7 << 76)
+    return [
+        uuid.UUID(int=head | (r >> 62) << 64 | (0x2 << 62) | (r & ((1 << 62) - 1))) for r in randoms
+    ]
 
 
 # -- rows -------------------------------------------------------------------------------------
