@@ -4,6 +4,7 @@ only ever knows the registry."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -85,9 +86,39 @@ class JobType:
             payload = {}
         if not isinstance(payload, Mapping):
             raise PayloadInvalid([{"loc": ["payload"], "msg": "payload must be a JSON object"}])
-        if self.payload_schema is None:
-            return dict(payload)
-        return self.payload_schema.validate(payload)
+        validated = (
+            dict(payload) if self.payload_schema is None else self.payload_schema.validate(payload)
+        )
+        errors = unstorable(validated)
+        if errors:
+            raise PayloadInvalid(errors)
+        return validated
+
+
+def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
+    """Why a JSON document cannot be stored the same way by every adapter: PostgreSQL text and
+    jsonb refuse NUL (``\\u0000``) characters, and JSON has no NaN or infinity. Empty when
+    storable. Checked at enqueue so the in-memory store refuses what PostgreSQL would."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return [_unstorable(loc, "text must not contain NUL (\\u0000) characters", "nul")]
+        return []
+    if isinstance(value, float) and not math.isfinite(value):
+        return [_unstorable(loc, "numbers must be finite (no NaN or infinity)", "finite_number")]
+    errors: list[dict[str, Any]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                errors.append(_unstorable(loc, "keys must not contain NUL (\\u0000)", "nul"))
+            errors += unstorable(item, (*loc, str(key)))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            errors += unstorable(item, (*loc, index))
+    return errors
+
+
+def _unstorable(loc: tuple[str | int, ...], msg: str, kind: str) -> dict[str, Any]:
+    return {"loc": list(loc), "msg": msg, "type": kind}
 
 
 class Registry:
@@ -152,6 +183,8 @@ class Registry:
             raise ValueError("org_id must not be empty")
         if dedup_key is not None and not dedup_key:
             raise ValueError("dedup_key must not be empty (use None for no key)")
+        if dedup_key is not None and "\x00" in dedup_key:
+            raise ValueError("dedup_key must not contain NUL (\\u0000) characters")
         job_type = self.get(type_name)
         return NewJob(
             org_id=org_id,
