@@ -178,6 +178,35 @@ async def test_a_malformed_enqueue_body_is_a_422_naming_the_field(
     assert [error["loc"] for error in problem["errors"]] == [loc]
 
 
+@pytest.mark.parametrize(
+    ("raw", "loc"),
+    [
+        (b'{"type": "noop", "payload": {"s": "a\\u0000b"}}', ["body", "payload", "s"]),
+        (b'{"type": "noop", "payload": {"n": [NaN]}}', ["body", "payload", "n", 0]),
+        (b'{"type": "greet", "payload": {"name": "\\u0000"}}', ["body", "payload", "name"]),
+    ],
+)
+async def test_a_payload_no_store_can_hold_is_a_422_on_every_adapter(
+    client: httpx.AsyncClient, as_a: dict[str, str], raw: bytes, loc: list[Any]
+) -> None:
+    response = await client.post(
+        "/jobs", content=raw, headers={**as_a, "Content-Type": "application/json"}
+    )
+    body = assert_problem(response, 422)
+    assert body["type"] == "urn:jobs:problem:payload-invalid"
+    assert [error["loc"] for error in body["errors"]] == [loc]
+
+
+async def test_nul_in_a_key_or_filter_is_a_422(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    body = {"type": "noop", "dedup_key": "k\x00"}
+    problem = assert_problem(await client.post("/jobs", json=body, headers=as_a), 422)
+    assert problem["errors"][0]["loc"] == ["body", "dedup_key"]
+    listed = await client.get("/jobs", params={"type": "a\x00"}, headers=as_a)
+    assert assert_problem(listed, 422)["errors"][0]["loc"] == ["query", "type"]
+
+
 async def test_invalid_json_is_a_422(client: httpx.AsyncClient, as_a: dict[str, str]) -> None:
     response = await client.post(
         "/jobs", content=b'{"type": ', headers={**as_a, "Content-Type": "application/json"}

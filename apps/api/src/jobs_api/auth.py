@@ -17,6 +17,7 @@ import re
 import secrets
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Protocol
@@ -36,23 +37,58 @@ UNAUTHENTICATED_DETAIL = "a valid bearer token is required"
 """The one message of every 401: missing, malformed, unknown and revoked tokens look the same."""
 
 
+class StoredToken(Protocol):
+    """What a token store keeps about a token: never the token itself."""
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The token's id (what ``jobs token revoke`` may name)."""
+        ...
+
+    @property
+    def org_id(self) -> str:
+        """The org the token acts for."""
+        ...
+
+    @property
+    def token_hash(self) -> str:
+        """``sha256(token)`` in hex."""
+        ...
+
+    @property
+    def label(self) -> str | None:
+        """A note saying what the token is for."""
+        ...
+
+    @property
+    def created_at(self) -> datetime:
+        """When it was issued."""
+        ...
+
+    @property
+    def revoked_at(self) -> datetime | None:
+        """When it was revoked, if it was."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class TokenRecord:
-    """What is stored about a token: never the token itself."""
+    """The in-memory store's :class:`StoredToken`."""
 
     id: uuid.UUID
     org_id: str
     token_hash: str
-    label: str
+    label: str | None
     created_at: datetime
     revoked_at: datetime | None = None
 
 
 class TokenStore(Protocol):
-    """Where token hashes live (in memory here, ``api_tokens`` in PostgreSQL)."""
+    """Where token hashes live (in memory here, ``api_tokens`` in PostgreSQL:
+    ``jobs_postgres.tokens.PostgresTokenStore``)."""
 
-    def create(self, org_id: str, token_hash: str, label: str, now: datetime) -> TokenRecord:
-        """Store a new token hash for the org."""
+    def create(self, org_id: str, token_hash: str, label: str | None, now: datetime) -> StoredToken:
+        """Store a new token hash for the org; ``ValueError`` if the hash is already stored."""
         ...
 
     def org_for(self, token_hash: str) -> str | None:
@@ -67,7 +103,7 @@ class TokenStore(Protocol):
         """Revoke a token by its hash; False if there is no live token with that hash."""
         ...
 
-    def list(self, org_id: str) -> list[TokenRecord]:
+    def list(self, org_id: str) -> Sequence[StoredToken]:
         """The org's tokens, oldest first, revoked ones included."""
         ...
 
@@ -86,7 +122,7 @@ class InMemoryTokenStore:
         with self._lock:
             return list(self._by_hash.values())
 
-    def create(self, org_id: str, token_hash: str, label: str, now: datetime) -> TokenRecord:
+    def create(self, org_id: str, token_hash: str, label: str | None, now: datetime) -> TokenRecord:
         """Store a new token hash for the org."""
         with self._lock:
             if token_hash in self._by_hash:
@@ -147,8 +183,8 @@ def new_token() -> str:
 
 
 def issue_token(
-    store: TokenStore, org_id: str, label: str, now: datetime
-) -> tuple[str, TokenRecord]:
+    store: TokenStore, org_id: str, label: str | None, now: datetime
+) -> tuple[str, StoredToken]:
     """Create a token for ``org_id``: the plain token (show it once, it is never stored) and
     the stored record."""
     org_id = org_id.strip()

@@ -65,9 +65,14 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
     variants = {}
     for job_type in public:
         component = f"Enqueue_{_component_name(job_type.name)}"
-        payload: dict[str, Any] = {"type": "object"}
+        payload: dict[str, Any] = {
+            "type": "object",
+            "propertyNames": {"pattern": NUL_FREE},
+            "additionalProperties": {"$ref": _COMPONENTS + "JsonValue"},
+        }
         if job_type.payload_schema is not None:
-            payload = _hoist_defs(job_type.payload_schema.json_schema(), component, components)
+            declared = _hoist_defs(job_type.payload_schema.json_schema(), component, components)
+            payload = _nul_free(declared)
         variant = {
             "type": "object",
             "title": f"Enqueue {job_type.name}",
@@ -83,12 +88,53 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         }
         components[component] = variant
         variants[job_type.name] = _COMPONENTS + component
+    components["JsonValue"] = _JSON_VALUE
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
     body["schema"] = {
         "oneOf": [{"$ref": ref} for ref in variants.values()],
         "discriminator": {"propertyName": "type", "mapping": variants},
     }
     components.pop(EnqueueIn.__name__, None)  # replaced by the variants, referenced nowhere
+
+
+NUL_FREE = "^[^\\x00]*$"
+"""Text the stores can hold: PostgreSQL refuses NUL characters (``jobs_core.registry.unstorable``
+refuses them at enqueue on every adapter), so every documented string says so."""
+
+_JSON_VALUE = {
+    "description": "Any JSON value whose strings and keys hold no NUL character.",
+    "anyOf": [
+        {"type": "string", "pattern": NUL_FREE},
+        {"type": "number"},
+        {"type": "boolean"},
+        {"type": "null"},
+        {"type": "array", "items": {"$ref": _COMPONENTS + "JsonValue"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NUL_FREE},
+            "additionalProperties": {"$ref": _COMPONENTS + "JsonValue"},
+        },
+    ],
+}
+
+
+def _nul_free(node: Any) -> Any:
+    """A module's payload schema with a NUL-free pattern on every string and property name."""
+    if isinstance(node, list):
+        return [_nul_free(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    result = {key: _nul_free(value) for key, value in node.items()}
+    types = result.get("type")
+    types = types if isinstance(types, list) else [types]
+    if "string" in types:
+        if "pattern" in result:
+            result = {"allOf": [result, {"pattern": NUL_FREE}]}
+        else:
+            result["pattern"] = NUL_FREE
+    if "object" in types and "propertyNames" not in result:
+        result["propertyNames"] = {"pattern": NUL_FREE}
+    return result
 
 
 def _component_name(name: str) -> str:

@@ -69,6 +69,7 @@ class EnqueueIn(BaseModel):
         default=None,
         min_length=1,
         max_length=500,
+        pattern=r"^[^\x00]+$",
         description="While a job of the org holds this key, enqueueing returns that job (200).",
     )
 
@@ -142,7 +143,9 @@ class ListParams(BaseModel):
     status: StatusFilter | None = Field(
         default=None, description="A status, or `active` (queued+running) or `finished`."
     )
-    type: str | None = Field(default=None, max_length=100, description="A job type.")
+    type: str | None = Field(
+        default=None, max_length=100, pattern=r"^[^\x00]*$", description="A job type."
+    )
     limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
     cursor: str | None = Field(
         default=None,
