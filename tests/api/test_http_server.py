@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 class ApiProcess:
     """A running ``python -m jobs_api`` and its base URL."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], registries: tuple[str, ...]) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -37,8 +37,7 @@ class ApiProcess:
                 "127.0.0.1",
                 "--port",
                 "0",  # the OS picks a free port; uvicorn logs the one it bound
-                "--registry",
-                "tests.api.helpers:registry",
+                *(f"--registry={spec}" for spec in registries),
             ],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT), **env},
@@ -88,13 +87,18 @@ class ApiProcess:
         return any("Application shutdown complete" in line for line in self.log)
 
 
+StartApi = Callable[..., ApiProcess]
+
+
 @pytest.fixture
-def start_api() -> Iterator[Callable[[dict[str, str]], ApiProcess]]:
+def start_api() -> Iterator[StartApi]:
     """Start API processes; each is stopped at the end of the test."""
     started: list[ApiProcess] = []
 
-    def start(env: dict[str, str]) -> ApiProcess:
-        started.append(ApiProcess(env))
+    def start(
+        env: dict[str, str], registries: tuple[str, ...] = ("tests.api.helpers:registry",)
+    ) -> ApiProcess:
+        started.append(ApiProcess(env, registries))
         return started[-1]
 
     yield start
@@ -103,7 +107,7 @@ def start_api() -> Iterator[Callable[[dict[str, str]], ApiProcess]]:
 
 
 def test_a_real_server_answers_and_stops_cleanly_on_sigterm(
-    start_api: Callable[[dict[str, str]], ApiProcess],
+    start_api: StartApi,
 ) -> None:
     api = start_api({"JOBS_STORE": "memory", "JOBS_MAX_BODY_BYTES": "4096"})
     with httpx.Client(base_url=api.base_url, timeout=10) as http:
@@ -124,9 +128,17 @@ def test_a_real_server_answers_and_stops_cleanly_on_sigterm(
     assert api.shut_down_cleanly
 
 
+def test_demo_types_are_served_with_jobs_demo_types(start_api: StartApi) -> None:
+    api = start_api({"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1"}, registries=())
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+        schema = http.get("/openapi.json").json()
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert {"noop", "sleep", "fail", "crash"} <= set(body["schema"]["discriminator"]["mapping"])
+
+
 @pytest.mark.postgres
 def test_enqueue_and_poll_over_real_http_on_postgres(
-    start_api: Callable[[dict[str, str]], ApiProcess], pg_url: str, pg_engine: Any
+    start_api: StartApi, pg_url: str, pg_engine: Any
 ) -> None:
     from jobs_postgres.tokens import PostgresTokenStore
 

@@ -69,3 +69,30 @@ def test_registry_specs_on_the_command_line() -> None:
         load_registry("tests.api.helpers:make_registry")
     with pytest.raises(ImportError):
         load_registry("no_such_module_here:registry")
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_database_is_a_503_on_health_and_on_every_route() -> None:
+    # The real PostgreSQL wiring (URL → engine Resource → stores) on a port nothing listens on.
+    import httpx
+    from jobs_api.app import create_app
+
+    settings = ApiSettings(store="postgres", database_url="postgresql://postgres@127.0.0.1:1/none")
+    container = build_container(settings)
+    transport = httpx.ASGITransport(app=create_app(container), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+        health = await http.get("/healthz")
+        assert health.status_code == 503
+        assert health.headers["content-type"] == "application/problem+json"
+        assert health.json()["detail"] == "the job store is unreachable"
+
+        listed = await http.get("/jobs", headers={"Authorization": "Bearer jobs_" + "A" * 43})
+        assert listed.status_code == 503
+        assert listed.headers["retry-after"] == "1"
+        assert listed.json() == {
+            "type": "urn:jobs:problem:store-unavailable",
+            "title": "Service Unavailable",
+            "status": 503,
+            "detail": "the job store is unavailable; retry later",
+        }
+    container.shutdown_resources()
