@@ -162,6 +162,10 @@ def test_errors_are_one_line_with_an_exit_code(
     assert "invalid payload" in err
     assert "seconds" in err
     assert "ISO 8601" in fails(2, *enqueue, "--run-at", "tomorrow")
+    # The Imports module's types are known to the CLI too, with their own schema.
+    assert "import_id: import_id must be a UUID" in fails(
+        1, "enqueue", "import_csv", "--org", org, "--payload", "{}"
+    )
     assert "no such job" in fails(1, "cancel", missing, "--org", org)
     assert "not a job id" in fails(2, "show", "42")
     assert "--org" in fails(2, "retry", missing)
@@ -231,3 +235,5 @@ def test_worker_runs_a_job_and_stops_on_sigterm(
             worker.kill()
             raise
     assert code == 0, output.text()
+    # The worker runs the shipped module's types besides the demo ones.
+    assert re.search(r'types="[^"]*import_csv[^"]*map_reconcile', output.text())

@@ -112,3 +112,17 @@ def test_usage_errors_are_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]
     assert "at least 1" in capsys.readouterr().err
     assert main(["frobnicate"]) == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_payload_problems_name_each_field() -> None:
+    from jobs_cli.errors import payload_problems
+
+    text = payload_problems(
+        [
+            {"loc": ["payload", "import_id"], "msg": "must be a UUID"},
+            {"loc": ("body", "payload", "n", 0), "msg": "too small"},
+            {"msg": "extra fields not permitted"},
+        ]
+    )
+    assert text == "import_id: must be a UUID; n.0: too small; extra fields not permitted"
+    assert payload_problems([]) == "rejected by the job type's schema"

@@ -82,7 +82,7 @@ def service(settings: CliSettings, registry: Registry | None = None) -> Iterator
     from jobs_cli.registries import build_registry
 
     with store(settings) as job_store:
-        yield JobService(job_store, registry or build_registry(settings))
+        yield JobService(job_store, registry or build_registry(settings, job_store.engine))
 
 
 def embedded_pgdata(settings: CliSettings) -> Path:

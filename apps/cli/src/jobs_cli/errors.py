@@ -105,7 +105,10 @@ def payload_problems(errors: Sequence[Mapping[str, Any]]) -> str:
     """``seconds: Input should be a valid number; ...`` from a schema's error list."""
     parts = []
     for error in errors:
-        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        path = [str(part) for part in error.get("loc", ())]
+        while path and path[0] in {"body", "payload"}:  # the whole document is the payload
+            path.pop(0)
+        location = ".".join(path)
         message = str(error.get("msg", error))
         parts.append(f"{location}: {message}" if location else message)
     return "; ".join(parts) or "rejected by the job type's schema"

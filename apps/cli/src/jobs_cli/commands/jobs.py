@@ -83,21 +83,15 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
     if args.dedup_key is not None and not args.dedup_key:
         raise UsageError("--dedup-key must not be empty (leave it out for no key)")
 
-    from jobs_cli.registries import build_registry
-
-    registry = build_registry(settings)
-    # Checked before touching the database: a typo should not wait for a server to start.
-    try:
-        registry.new_job(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
-    except UnknownJobType:
-        known = ", ".join(registry.names()) or "none"
-        hint = ""
-        if not settings.demo_types and args.type in {"noop", "sleep", "fail", "crash"}:
-            hint = " (the demo types need JOBS_DEMO_TYPES=1)"
-        raise CliError(f"unknown job type {args.type!r}; known types: {known}{hint}") from None
-
-    with db.service(settings, registry) as svc:
-        result = svc.enqueue(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
+    with db.service(settings) as svc:
+        try:
+            result = svc.enqueue(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
+        except UnknownJobType:
+            known = ", ".join(svc.registry.names()) or "none"
+            hint = ""
+            if not settings.demo_types and args.type in {"noop", "sleep", "fail", "crash"}:
+                hint = " (the demo types need JOBS_DEMO_TYPES=1)"
+            raise CliError(f"unknown job type {args.type!r}; known types: {known}{hint}") from None
     job = result.job
     if args.json:
         print(json.dumps({**render.job_json(job), "created": result.created}, indent=2))
