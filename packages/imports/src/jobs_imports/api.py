@@ -120,8 +120,12 @@ class CountsOut(BaseModel):
 
     read: int
     inserted: int
-    skipped: int
+    skipped: int = Field(description="Empty records, and records repeating an earlier one.")
     errors: int
+    mapped: int = Field(
+        description="Inserted rows mapped to a page as they were inserted; rows whose page "
+        "arrives later are mapped by the site target's reconcile events."
+    )
 
 
 class ImportOut(BaseModel):
@@ -162,6 +166,7 @@ class ImportOut(BaseModel):
                 inserted=record.rows_inserted,
                 skipped=record.rows_skipped,
                 errors=record.rows_errors,
+                mapped=int(report.get("mapped", 0)),
             ),
             error=view.error,
             error_samples=samples if isinstance(samples, list) else [],
