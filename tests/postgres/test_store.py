@@ -22,14 +22,17 @@ from jobs_core import (
     FakeClock,
     Job,
     JobService,
+    JobStore,
     NewJob,
     Registry,
     Requeue,
     Status,
     StoreUnavailable,
+    Wakeup,
 )
 from jobs_postgres.database import create_engine, libpq_url
 from jobs_postgres.store import COPY_FROM, PostgresJobStore
+from jobs_postgres.wakeup import PostgresWakeup
 from sqlalchemy import Engine, event, text
 
 pytestmark = pytest.mark.postgres
@@ -57,6 +60,17 @@ class StatementCounter:
 
 def _enqueue(store: PostgresJobStore, n: int, now: datetime, type_name: str = "reconcile") -> None:
     store.insert_many([NewJob(ORG, type_name, {"i": i}) for i in range(n)], now)
+
+
+def test_the_adapters_implement_the_ports(pg_store: PostgresJobStore, pg_url: str) -> None:
+    """Checked by mypy (structural typing) and at run time."""
+    store: JobStore = pg_store
+    wakeup: Wakeup = PostgresWakeup(pg_url)
+    try:
+        assert callable(store.claim)
+        assert wakeup.wait(0) is False
+    finally:
+        wakeup.close()
 
 
 # -- one statement per hot call ---------------------------------------------------------------
@@ -169,6 +183,7 @@ from datetime import datetime
 from jobs_core import Done
 from jobs_postgres.database import create_engine
 from jobs_postgres.store import COPY_FROM, PostgresJobStore
+from jobs_postgres.wakeup import PostgresWakeup
 
 url, now = sys.argv[1], datetime.fromisoformat(sys.argv[2])
 engine = create_engine(url, pool_size=1)
