@@ -287,6 +287,7 @@ def test_a_worker_survives_its_connections_being_killed(
     )
     assert worker.alive()
     assert job_of(service.store, job.id).attempts == 1
+    assert "event=store.recovered" in worker.log()  # the lost connections were noticed
 
 
 def test_a_worker_survives_a_restart_of_its_postgresql(
