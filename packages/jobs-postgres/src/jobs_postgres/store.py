@@ -12,6 +12,7 @@ writes its domain rows and enqueues its job atomically (both commit or neither).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import secrets
@@ -329,7 +330,7 @@ class PostgresJobStore:
                     return job
             else:
                 raise InvalidTransition(job.status, "cancel")
-            return _save(conn, updated)
+            return _save(conn, job, updated)
 
     def retry(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
         """Failed/cancelled → queued with attempts 0 and the originally requested dedup key.
@@ -350,7 +351,7 @@ class PostgresJobStore:
                     ).first()
                     if holder is not None:
                         raise DedupConflict(f"dedup key {key!r} is held by job {holder[0]}")
-                return _save(conn, retried)
+                return _save(conn, job, retried)
         except exc.IntegrityError as error:
             if not unique_violation(error):
                 raise
@@ -401,23 +402,31 @@ def _locked(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:
     return None if row is None else _job(row)
 
 
-def _save(conn: Connection, job: Job) -> Job:
-    row = conn.execute(
-        sql.SAVE,
-        {
-            "id": job.id,
-            "status": job.status.value,
-            "attempts": job.attempts,
-            "dedup_key": job.dedup_key,
-            "run_at": job.run_at,
-            "error": job.error,
-            "started_at": job.started_at,
-            "finished_at": job.finished_at,
-            "cancel_requested_at": job.cancel_requested_at,
-            "lease": job.lease,
-        },
-    ).one()
-    return _job(row)
+_SAVED = (
+    "status",
+    "attempts",
+    "dedup_key",
+    "run_at",
+    "error",
+    "started_at",
+    "finished_at",
+    "cancel_requested_at",
+    "lease",
+)
+"""The columns sql.SAVE writes: every column an admin transition of the domain changes."""
+
+
+def _save(conn: Connection, before: Job, after: Job) -> Job:
+    """Write ``after`` (the domain's transition of the locked row ``before``) back."""
+    changed = {
+        f.name for f in dataclasses.fields(Job) if getattr(before, f.name) != getattr(after, f.name)
+    }
+    if not changed <= set(_SAVED):  # a new domain rule this statement does not know yet
+        raise RuntimeError(f"sql.SAVE does not write {sorted(changed - set(_SAVED))}")
+    params: dict[str, Any] = {name: getattr(after, name) for name in _SAVED}
+    params["status"] = after.status.value
+    params["id"] = after.id
+    return _job(conn.execute(sql.SAVE, params).one())
 
 
 def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
