@@ -7,6 +7,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -117,3 +118,19 @@ def test_dev_refuses_a_port_in_use(cli_env: dict[str, str]) -> None:
     assert result.returncode == 1
     assert f"port {port} on 127.0.0.1 is already in use" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_killed_supervisor_leaves_no_orphan(cli_env: dict[str, str]) -> None:
+    # kill -9 gives jobs dev no chance to stop its children: the kernel's parent-death signal
+    # (PR_SET_PDEATHSIG) must.
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux-only")
+    dev, output = start([str(JOBS), "dev", "--port", str(free_port())], cli_env)
+    try:
+        token_of(output, timeout=90)
+        tree = descendants(dev.pid)
+        assert len(tree) == 2, [p.cmdline() for p in tree]
+    finally:
+        dev.kill()
+        dev.wait()
+    assert_all_gone(tree, timeout=30)

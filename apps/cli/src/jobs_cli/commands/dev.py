@@ -36,8 +36,9 @@ from jobs_cli.commands.admin import issue, migrate_url
 from jobs_cli.errors import CliError, UsageError, redact_url
 from jobs_cli.settings import CliSettings
 
-STOP_GRACE_S = 20.0
-"""How long the children get to finish after SIGTERM before they are killed."""
+STOP_MARGIN_S = 10.0
+"""How long the children get after SIGTERM beyond the worker's own shutdown grace period (it
+hands back its running jobs within that period), before they are killed."""
 
 API_READY_TIMEOUT_S = 60.0
 WORKER_RESTARTS_PER_MINUTE = 5
@@ -49,6 +50,9 @@ DEV_DEFAULTS = {
     "JOBS_SWEEP_THRESHOLD_S": "30",
     "JOBS_SWEEP_INTERVAL_S": "5",
     "JOBS_HEARTBEAT_S": "10",  # well within the shorter threshold
+    # Ctrl-C should not wait half a minute for a long demo job: after this, the worker hands
+    # what still runs back to the queue (no attempt lost) and exits.
+    "JOBS_SHUTDOWN_GRACE_S": "10",
     # A few jobs at once, so the demo shows concurrency; the worker's own default is 1.
     "JOBS_CONCURRENCY": "4",
 }
@@ -103,6 +107,15 @@ def _env_port() -> int:
     if not 0 < port < 65536:
         raise UsageError(f"JOBS_API_PORT={raw!r} is not a port number")
     return port
+
+
+def _stop_grace_s() -> float:
+    raw = os.environ.get("JOBS_SHUTDOWN_GRACE_S") or DEV_DEFAULTS["JOBS_SHUTDOWN_GRACE_S"]
+    try:
+        grace = float(raw)
+    except ValueError:
+        grace = float(DEV_DEFAULTS["JOBS_SHUTDOWN_GRACE_S"])  # the worker reports the bad value
+    return max(grace, 0.0) + STOP_MARGIN_S
 
 
 def _client_host(host: str) -> str:
@@ -185,7 +198,7 @@ def dev(args: argparse.Namespace, settings: CliSettings) -> int:
         finally:
             if children:
                 print("jobs dev: stopping the API and the worker...", file=sys.stderr, flush=True)
-            process.stop(children, STOP_GRACE_S)
+            process.stop(children, _stop_grace_s())
             if settings.database_url is None and db.release_embedded_server(settings):
                 print("jobs dev: stopped the embedded PostgreSQL", file=sys.stderr, flush=True)
 
