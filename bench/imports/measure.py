@@ -86,17 +86,6 @@ def cli(*args: str, env: dict[str, str]) -> str:
     return done.stdout
 
 
-def native_imports() -> bool:
-    """True when ``jobs worker`` runs the Imports types without help (the worker builds module
-    registries itself); else the benchmark names them with ``JOBS_EXTRA_REGISTRIES``."""
-    try:
-        from jobs_worker.registries import module_registries
-
-        return any("import_csv" in registry for registry in module_registries(False))
-    except Exception:  # an interface that moved on: fall back to the extension point
-        return False
-
-
 def wait_for(predicate: Any, timeout: float, what: str) -> None:
     """Poll ``predicate`` until truthy, bounded."""
     deadline = time.monotonic() + timeout
@@ -134,8 +123,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
         }
     )
-    if not native_imports():
-        env["JOBS_EXTRA_REGISTRIES"] = "bench.imports.worker_types:registry"
     children: list[subprocess.Popen[bytes]] = []
     try:
         cli("migrate", env=env)

@@ -20,8 +20,6 @@ PostgreSQL, and the ordered insert makes the first of two identical records the 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
@@ -51,7 +49,6 @@ _COLUMNS = (
     "import_id",
     "line_no",
     "site_target_id",
-    "row_key",
     "url",
     "normalized_url",
     "query",
@@ -131,17 +128,13 @@ class ImportState:
         }
 
 
-def row_key(record: Record) -> uuid.UUID:
-    """A hash of the record's dimensions: two records with the same key say the same thing."""
-    dimensions = [
-        record.url,
-        record.query,
-        None if record.day is None else record.day.isoformat(),
-        record.country,
-        record.device,
-    ]
-    digest = hashlib.blake2b(json.dumps(dimensions).encode(), digest_size=16).digest()
-    return uuid.UUID(bytes=digest)
+ROW_KEY_SQL = (
+    "md5(concat_ws(chr(31), s.url, coalesce(s.query, chr(30)), "
+    "coalesce(to_char(s.date, 'YYYY-MM-DD'), chr(30)), coalesce(s.country, chr(30)), "
+    "coalesce(s.device, chr(30))))::uuid"
+)
+"""The record's dimensions (url, query, date, country, device) hashed by the server: two records
+with the same key say the same thing (``chr(30)`` stands for a missing value)."""
 
 
 class LeaseLost(JobCancelled):
@@ -186,7 +179,6 @@ def _prepare(
                 import_id,
                 record.line_no,
                 site_target_id,
-                row_key(record),
                 url,
                 normalized,
                 record.query,
@@ -207,10 +199,11 @@ def _write_rows(conn: Connection, batch: _Batch) -> tuple[int, int]:
     of which mapped to a page already)."""
     if not batch.rows:
         return 0, 0
+    # the columns of import_rows the batch carries, without their constraints
     conn.execute(
         text(
-            f"CREATE TEMPORARY TABLE {_STAGING} "
-            f"(LIKE import_rows INCLUDING DEFAULTS) ON COMMIT DROP"
+            f"CREATE TEMPORARY TABLE {_STAGING} ON COMMIT DROP AS "
+            f"SELECT {_COLUMN_LIST} FROM import_rows WITH NO DATA"
         )
     )
     raw = conn.connection.driver_connection
@@ -227,8 +220,8 @@ def _write_rows(conn: Connection, batch: _Batch) -> tuple[int, int]:
     counted = conn.execute(
         text(
             f"WITH inserted AS ("
-            f" INSERT INTO import_rows ({_COLUMN_LIST}, page_id)"
-            f" SELECT {staged}, p.id FROM {_STAGING} AS s"
+            f" INSERT INTO import_rows ({_COLUMN_LIST}, row_key, page_id)"
+            f" SELECT {staged}, {ROW_KEY_SQL}, p.id FROM {_STAGING} AS s"
             f" LEFT JOIN pages AS p"
             f" ON p.site_target_id = s.site_target_id AND p.normalized_url = s.normalized_url"
             f" ORDER BY s.line_no"
