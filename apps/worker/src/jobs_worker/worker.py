@@ -213,6 +213,8 @@ class Worker:
         self._halt = threading.Event()  # housekeeping threads end
         self._give_up_writes = threading.Event()
         self._idle = threading.Condition(self._lock)
+        self._claim_lock = threading.Lock()  # one claimer at a time: the loop or a freed slot
+        self._last_claim = time.monotonic()
         self._started = False
         self.stats = {"claimed": 0, "completed": 0, "lost": 0, "handed_back": 0}
 
@@ -274,30 +276,64 @@ class Worker:
     def _claim_loop(self) -> None:
         cfg = self.config
         retry = _Retry("claim", cfg.backoff_initial_s, cfg.backoff_cap_s)
-        last_claim = time.monotonic()
         while not self._stop_claiming.is_set():
             # Cleared before looking at the state, so a change made while we look re-wakes us.
             self._kick.clear()
-            with self._lock:
-                free = cfg.concurrency - self._executing
-            since = time.monotonic() - last_claim
-            if free > 0 and (self._maybe_work.is_set() or since >= cfg.poll_interval_s):
-                self._maybe_work.clear()
-                last_claim = time.monotonic()
-                try:
-                    jobs = self.service.claim(free)
-                except Exception as error:
-                    self._maybe_work.set()
-                    self._stop_claiming.wait(retry.failed(error))
-                    continue
-                retry.succeeded()
-                if len(jobs) == free:
-                    self._maybe_work.set()  # a full batch: there may be more behind it
-                for job in jobs:
-                    self._start(job)
+            delay = 0.0
+            with self._claim_lock:
+                with self._lock:
+                    free = cfg.concurrency - self._executing
+                since = time.monotonic() - self._last_claim
+                due = free > 0 and (self._maybe_work.is_set() or since >= cfg.poll_interval_s)
+                if due:
+                    try:
+                        self._claim(free)
+                    except Exception as error:
+                        delay = retry.failed(error)
+                    else:
+                        retry.succeeded()
+            if due:
+                self._stop_claiming.wait(delay)
                 continue
             timeout = cfg.poll_interval_s - since if free > 0 else cfg.poll_interval_s
             self._kick.wait(max(0.0, timeout))
+
+    def _claim(self, free: int) -> None:
+        """Claim up to ``free`` jobs and hand them to the slots (``_claim_lock`` held)."""
+        self._maybe_work.clear()
+        self._last_claim = time.monotonic()
+        try:
+            jobs = self.service.claim(free)
+        except Exception:
+            self._maybe_work.set()
+            raise
+        if len(jobs) == free:
+            self._maybe_work.set()  # a full batch: there may be more behind it
+        for job in jobs:
+            self._start(job)
+
+    def _claim_from_slot(self) -> bool:
+        """Claim for the free slots from a slot that just freed up, when work is known to wait.
+
+        This spares a busy queue two thread hand-offs per job (slot → claim loop → slot): the
+        job claimed is usually run by this very thread, next. False when it did not claim (no
+        known work, the claim loop is claiming, stopping, or the claim failed): the claim loop
+        looks then, with its backoff and its logs.
+        """
+        if not self._maybe_work.is_set() or not self._claim_lock.acquire(blocking=False):
+            return False
+        try:
+            with self._lock:
+                free = self.config.concurrency - self._executing
+            if free <= 0 or self._stop_claiming.is_set() or not self._maybe_work.is_set():
+                return False
+            try:
+                self._claim(free)
+            except Exception:
+                return False
+            return True
+        finally:
+            self._claim_lock.release()
 
     def _start(self, job: Job) -> None:
         attempt = _Attempt(job, self._context(job), time.monotonic())
@@ -352,7 +388,8 @@ class Worker:
                     self._completions.put(_Completion(attempt, outcome, duration))
                 self._executing -= 1
                 self._idle.notify_all()
-            self._kick.set()
+            if handed_back or not self._claim_from_slot():
+                self._kick.set()
             if handed_back:
                 # Its attempt was already given back to the queue; this result is moot.
                 log_event(
@@ -660,6 +697,8 @@ class Worker:
     ) -> None:
         cfg = self.config
         deadline = time.monotonic() + cfg.shutdown_grace_s
+        with self._claim_lock:
+            pass  # a claim a slot started before the stop is over; no other can begin
         with self._lock:
             running = self._executing
         log_event(
