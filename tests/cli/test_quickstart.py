@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -72,13 +75,29 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 120) -
     return result.stdout
 
 
-def test_quick_start_in_a_fresh_clone(tmp_path: Path) -> None:
+@pytest.fixture
+def clone_dir() -> Iterator[Path]:
+    """A directory for the clone outside pytest's temporary root.
+
+    Run as root, pgserver runs PostgreSQL as the user ``pgserver`` and opens the directories on
+    the way to its binaries and data for it; every pytest session that starts resets
+    ``/tmp/pytest-of-root`` to mode 0700, and a server living below it then fails to read its
+    own time zone files ("invalid value for parameter TimeZone").
+    """
+    path = Path(tempfile.mkdtemp(prefix="jobs-quickstart-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def test_quick_start_in_a_fresh_clone(clone_dir: Path) -> None:
     blocks = sh_blocks(README.read_text())
     install, run_dev = (shlex.split(part) for part in blocks[0][0].split("&&"))
     enqueue_line, show_line = blocks[1][0], blocks[1][1]
     assert enqueue_line.startswith("uv run jobs enqueue sleep --org demo")
 
-    clone = tmp_path / "jobs"
+    clone = clone_dir / "jobs"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True, timeout=60)
     # The API on a free port rather than 8000, which a developer's own `jobs dev` may hold.
     env = user_env(JOBS_API_PORT=str(free_port()))
