@@ -181,7 +181,8 @@ def render(folder: Path) -> str:
     ]
     for name, want, value, ok in checks:
         verdict = "-" if ok is None else "yes" if ok else "NO"
-        out.append(f"| {name} | {want} | {fmt(value, 2)} | {verdict} |")
+        digits = 2 if value is not None and abs(value) < 100 and value != int(value) else 0
+        out.append(f"| {name} | {want} | {fmt(value, digits)} | {verdict} |")
     return "\n".join(out) + "\n"
 
 
