@@ -29,13 +29,15 @@ def _database_url(url: str | None, data_dir: Path | str) -> str:
 
 
 def _engine(url: str) -> Iterator[Engine]:
-    from jobs_postgres.database import create_engine
+    from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
 
     # No pre-ping: it costs a round trip before every claim and every completion batch, and
     # the worker needs no such guard: a call on a connection the server dropped fails as
     # StoreUnavailable, SQLAlchemy then replaces the pool's connections, and the worker's
     # backoff retries the call (the write is fenced by the lease, so a retry is safe).
-    engine = create_engine(url, pool_pre_ping=False)
+    # The worker's sessions plan the claim as an ordered walk of the queue index even on a
+    # table the planner has not analyzed yet (jobs_postgres.database.WORKER_SESSION_SETTINGS).
+    engine = create_engine(url, pool_pre_ping=False, session_settings=WORKER_SESSION_SETTINGS)
     try:
         yield engine
     finally:

@@ -1,0 +1,75 @@
+"""The claim's plan on a table the planner has never analyzed (bench/NOTES.md §2).
+
+A freshly filled ``jobs`` table has no statistics: the planner then estimates one queued row and
+may read every queued row through a bitmap scan and sort them, for each claim. The worker's
+sessions (``WORKER_SESSION_SETTINGS``) must plan the claim as an ordered walk of
+``jobs_queue_idx`` that stops after ``limit`` rows. These tests read plans, never times.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from jobs_core import NewJob
+from jobs_postgres import migrations, sql
+from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
+from jobs_postgres.store import PostgresJobStore
+from sqlalchemy import Engine, text
+
+pytestmark = pytest.mark.postgres
+
+QUEUED = 3000
+
+
+def _claim_plan(engine: Engine) -> str:
+    """The executed plan of one claim (rolled back), as text."""
+    params: dict[str, Any] = {"now": datetime.now(UTC), "limit": 1, "types": ["noop"]}
+    with engine.connect() as conn, conn.begin() as tx:
+        rows = conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql.CLAIM_TYPES.text}"), params)
+        plan = "\n".join(row[0] for row in rows)
+        tx.rollback()
+    return plan
+
+
+def test_the_worker_claims_through_the_queue_index_on_a_never_analyzed_table(
+    scratch_url: str,
+) -> None:
+    migrations.upgrade(scratch_url)
+    engine = create_engine(scratch_url, session_settings=WORKER_SESSION_SETTINGS)
+    try:
+        now = datetime.now(UTC)
+        PostgresJobStore(engine).insert_many(
+            [NewJob(org_id="o", type="noop", payload={"k": i}) for i in range(QUEUED)], now
+        )
+        with engine.connect() as conn:
+            analyzed = conn.execute(
+                text(
+                    "SELECT last_analyze IS NULL AND last_autoanalyze IS NULL"
+                    " FROM pg_stat_user_tables WHERE relname = 'jobs'"
+                )
+            ).scalar_one()
+        assert analyzed, "the table must not have been analyzed for this test to mean anything"
+        plan = _claim_plan(engine)
+        assert "Index Scan using jobs_queue_idx" in plan, plan
+        assert "Sort" not in plan, plan
+        assert "Bitmap" not in plan, plan
+    finally:
+        engine.dispose()
+
+
+def test_session_settings_reach_every_session_and_keep_utc(scratch_url: str) -> None:
+    engine = create_engine(scratch_url, session_settings={"enable_bitmapscan": "off"})
+    plain = create_engine(scratch_url)
+    try:
+        for _ in range(2):
+            with engine.connect() as conn:
+                assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
+                assert conn.execute(text("SHOW timezone")).scalar_one() == "UTC"
+        with plain.connect() as conn:
+            assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "on"
+            assert conn.execute(text("SHOW timezone")).scalar_one() == "UTC"
+    finally:
+        engine.dispose()
+        plain.dispose()
