@@ -3,7 +3,9 @@ transactions of the caller, driver errors. The shared behaviour is the contract 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -33,7 +35,7 @@ from jobs_core import (
 from jobs_postgres.database import create_engine, libpq_url
 from jobs_postgres.store import COPY_FROM, PostgresJobStore
 from jobs_postgres.wakeup import PostgresWakeup
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, event, make_url, text
 
 pytestmark = pytest.mark.postgres
 
@@ -100,9 +102,12 @@ def test_batch_claim_and_batch_finish_are_one_statement_each(
     assert [j.id if j else None for j in finished] == [j.id for j in claimed]
     assert [j.report for j in finished if j] == [{"n": n} for n in range(50)]
 
-    with StatementCounter(pg_engine) as counter:
-        assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is not None
-        assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is None
+    # A single insert runs on the psycopg connection itself, out of SQLAlchemy's sight, except
+    # on a caller's connection: the same statement, one per insert.
+    with pg_engine.begin() as conn, StatementCounter(pg_engine) as counter:
+        bound = pg_store.bound_to(conn)
+        assert bound.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is not None
+        assert bound.insert(NewJob(ORG, "reconcile", dedup_key="k"), clock.now()) is None
     assert len(counter.statements) == 2
 
 
@@ -510,41 +515,156 @@ def test_a_malformed_heartbeat_falls_back_to_the_start_time(
 
 
 def _terminate_other_sessions(pg_url: str) -> int:
+    """Terminate every other session of the database and wait (5 s at most) until they are gone."""
     with psycopg.connect(libpq_url(pg_url), autocommit=True) as conn:
         killed = conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
             " WHERE datname = current_database() AND pid <> pg_backend_pid()"
             " AND backend_type = 'client backend'"
         ).fetchone()
         return int(killed[0]) if killed else 0
 
 
-@pytest.mark.parametrize("pre_ping", [True, False])
+def _failures(call: Any) -> int:
+    """How many StoreUnavailable ``call`` raises before it works (3 tries)."""
+    for failures in range(3):
+        try:
+            call()
+            return failures
+        except StoreUnavailable:
+            pass
+    raise AssertionError("still unavailable after 3 tries")
+
+
+@pytest.mark.parametrize("check_connections", [True, False])
 def test_the_store_survives_its_connections_being_terminated(
-    pg_url: str, pg_engine: Engine, clock: FakeClock, pre_ping: bool
+    pg_url: str, pg_engine: Engine, clock: FakeClock, check_connections: bool
 ) -> None:
-    """Nothing is lost when the server drops every session between two calls: with the
-    default engine (pre-ping) the next call just works; without it, the next call raises
-    StoreUnavailable once and the one after works."""
-    engine = create_engine(pg_url, pool_size=4, pool_pre_ping=pre_ping)
+    """Nothing is lost when the server drops every session between two calls. With the default
+    engine (pooled connections checked at checkout) the next call just works, whatever it is.
+    Without the check, reads and single enqueues still work (retried once on a fresh
+    connection); any other call raises StoreUnavailable once and the one after works."""
+    engine = create_engine(pg_url, pool_size=4, check_connections=check_connections)
     store = PostgresJobStore(engine)
     try:
         _enqueue(store, 10, clock.now())
         assert len(store.claim(3, clock.now())) == 3  # warm the pool
         assert _terminate_other_sessions(pg_url) >= 1
-        failures = 0
-        for _ in range(3):
-            try:
-                stats = store.stats(ORG)
-                break
-            except StoreUnavailable:
-                failures += 1
-        assert failures == (0 if pre_ping else 1)
+        assert _failures(lambda: store.stats(ORG)) == 0
+        stats = store.stats(ORG)
         assert stats[Status.QUEUED] == 7
         assert stats[Status.RUNNING] == 3
-        assert len(store.claim(10, clock.now())) == 7
+
+        assert _terminate_other_sessions(pg_url) >= 1
+        assert _failures(lambda: store.insert(NewJob(ORG, "reconcile"), clock.now())) == 0
+        assert store.stats(ORG)[Status.QUEUED] == 8  # inserted once
+
+        assert _terminate_other_sessions(pg_url) >= 1
+        assert _failures(lambda: store.claim(10, clock.now())) == (0 if check_connections else 1)
+        assert store.stats(ORG)[Status.RUNNING] == 11
     finally:
         engine.dispose()
+
+
+class CuttingProxy:
+    """A TCP proxy to the test server that cuts, once, the connection carrying ``marker``:
+    before the server sees that message, or (``after_reply``) once the server has answered it
+    in full (ReadyForQuery: a statement in autocommit has committed) without passing the
+    answer on. Every other connection and message goes through untouched."""
+
+    def __init__(self, pg_url: str, marker: bytes, *, after_reply: bool) -> None:
+        target = make_url(pg_url)
+        host = target.query.get("host") or target.host or "127.0.0.1"
+        port = target.port or 5432
+        self._target: tuple[int, Any] = (
+            (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}")
+            if str(host).startswith("/")
+            else (socket.AF_INET, (host, port))
+        )
+        self._marker = marker
+        self._after_reply = after_reply
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = (
+            target.set(host="127.0.0.1", port=self._listener.getsockname()[1], query={})
+        ).render_as_string(hide_password=False)
+        self.cut = threading.Event()
+        self._sockets: list[socket.socket] = [self._listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self._listener.accept()
+                server = socket.socket(self._target[0], socket.SOCK_STREAM)
+                server.connect(self._target[1])
+                self._sockets += [client, server]
+                dropping = threading.Event()
+                threading.Thread(
+                    target=self._upstream, args=(client, server, dropping), daemon=True
+                ).start()
+                threading.Thread(
+                    target=self._downstream, args=(server, client, dropping), daemon=True
+                ).start()
+
+    def _upstream(
+        self, client: socket.socket, server: socket.socket, drop: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if self._marker in data and not self.cut.is_set():
+                    self.cut.set()
+                    if not self._after_reply:
+                        break  # the server never sees it
+                    drop.set()
+                server.sendall(data)
+        if not drop.is_set():
+            _close(client, server)
+
+    def _downstream(
+        self, server: socket.socket, client: socket.socket, drop: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := server.recv(65536):
+                if drop.is_set():
+                    if b"Z\x00\x00\x00\x05" in data:  # ReadyForQuery: answered in full
+                        break
+                    continue
+                client.sendall(data)
+        _close(client, server)
+
+
+def _close(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+
+
+@pytest.mark.parametrize("committed", [False, True])
+def test_an_insert_whose_connection_is_lost_is_retried_once_and_never_doubled(
+    pg_url: str, pg_engine: Engine, clock: FakeClock, committed: bool
+) -> None:
+    """The connection is lost under the INSERT, before the server saw it or after it committed
+    (only its answer lost): the store tries again on a fresh connection, which looks for the
+    job's id first, and the job exists once."""
+    proxy = CuttingProxy(pg_url, b"WITH inserted AS", after_reply=committed)
+    engine = create_engine(proxy.url, pool_size=2)
+    store = PostgresJobStore(engine)
+    try:
+        job = store.insert(NewJob(ORG, "reconcile", {"n": 1}), clock.now())
+        assert proxy.cut.is_set()
+        assert job is not None
+        with pg_engine.connect() as conn:
+            rows = conn.execute(text("SELECT id, payload FROM jobs")).all()
+        assert [tuple(row) for row in rows] == [(job.id, {"n": 1})]
+    finally:
+        engine.dispose()
+        proxy.close()
 
 
 def test_a_lost_connection_in_a_callers_transaction_is_store_unavailable(

@@ -77,26 +77,37 @@ LAST_SEEN = """greatest(
 
 # -- enqueue ----------------------------------------------------------------------------------
 
-# Index: the unique index jobs_org_dedup_key_key resolves the conflict (decision 0003).
-INSERT = text(
-    f"""
+# The conflict target of every insert: the partial unique index jobs_org_dedup_key_key (decision
+# 0003; only keyed rows are in it, so a job without a key costs no entry there).
+ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING"
+
+# Index: jobs_org_dedup_key_key resolves the conflict. The hottest call there is, so it runs
+# on the psycopg connection itself (``%(name)s`` parameters; psycopg prepares it on a
+# connection's fifth run): SQLAlchemy's execution and result machinery cost a third of the call
+# (bench/NOTES.md §4). The id is the caller's (uuid7), so the caller builds the inserted job
+# itself (domain.new_job) and only the id comes back, and a try repeated after a lost connection
+# can tell whether the first one committed (EXISTS_ID). The event's JSON ({id, org_id,
+# status}, as _EVENTS makes for one row) is the caller's too.
+INSERT = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
-        org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
+        id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
         created_at, run_at
     )
     VALUES (
-        :org_id, :type, CAST(:payload AS jsonb), :dedup_key, :dedup_key, :dedup_scope,
-        :max_attempts, :now, :run_at
+        %(id)s, %(org_id)s, %(type)s, CAST(%(payload)s AS jsonb), %(dedup_key)s, %(dedup_key)s,
+        %(dedup_scope)s, %(max_attempts)s, %(now)s, %(run_at)s
     )
-    ON CONFLICT (org_id, dedup_key) DO NOTHING
-    RETURNING {_columns("j")}
+    {ON_DEDUP_CONFLICT}
+    RETURNING j.id
 ),
-{_WAKE.format(source="inserted")},
-{_EVENTS.format(source="inserted")}
-SELECT inserted.* FROM inserted {_NOTIFIED}
+wake AS (SELECT pg_notify('jobs_new', '') FROM inserted),
+events AS (SELECT pg_notify('jobs_events', CAST(%(event)s AS text)) FROM inserted)
+SELECT inserted.id FROM inserted {_NOTIFIED}
 """
-)
+
+# Index: the primary key. (psycopg parameters, as INSERT.)
+EXISTS_ID = "SELECT 1 FROM jobs WHERE id = %(id)s"
 
 
 def _insert_many(source: str) -> str:
@@ -119,7 +130,7 @@ WITH inserted AS (
            coalesce(n.run_at, CAST(:now AS timestamptz))
     FROM {source}
     ORDER BY n.id
-    ON CONFLICT (org_id, dedup_key) DO NOTHING
+    {ON_DEDUP_CONFLICT}
     RETURNING j.id, j.org_id, j.status, j.dedup_key
 ),
 {_WAKE.format(source="inserted")},
@@ -179,7 +190,7 @@ def drop_incoming(table: str) -> TextClause:
     return text(f"DROP TABLE {table}")
 
 
-# Index: jobs_org_dedup_key_key (equality on both columns).
+# Index: jobs_org_dedup_key_key (equality on both columns implies its predicate).
 FIND_BY_DEDUP_KEY = text(
     f"SELECT {_columns('j')} FROM jobs AS j WHERE j.org_id = :org_id AND j.dedup_key = :dedup_key"
 )

@@ -18,13 +18,13 @@ import os
 import secrets
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
-from jobs_core import domain
+from jobs_core import domain, uuid7
 from jobs_core.domain import (
     AttemptRef,
     Cancelled,
@@ -46,6 +46,10 @@ from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 
 COPY_FROM = 2_000
 """The batch size from which :meth:`PostgresJobStore.insert_many` sends its rows with COPY."""
+
+T = TypeVar("T")
+Execute = Callable[[str, Mapping[str, Any]], Any]
+"""Runs one statement (psycopg's ``%(name)s`` syntax); its first row or None."""
 
 _STATUS = {status.value: status for status in Status}
 _SCOPE = {scope.value: scope for scope in DedupScope}
@@ -108,23 +112,108 @@ class PostgresJobStore:
         with self._statement() as conn:
             return list(conn.execute(statement, params).all())
 
+    def _retried(self, run: Callable[[Connection, bool], T]) -> T:
+        """``run(connection, retried)`` on an autocommit connection, once more on a fresh one
+        if the pooled connection turns out lost (the server dropped it an instant ago, or
+        without a word: the checkout check of ``create_engine`` catches the others).
+
+        Only for calls that may run twice: reads, and an insert whose caller-made id tells
+        whether the first try committed (``retried`` is then True). Never on a caller's
+        connection: its transaction is gone with it.
+        """
+        if self._bound is not None:
+            with unavailable_as_store_error():
+                return run(self._bound, False)
+        with unavailable_as_store_error():
+            conn = self._autocommit.connect()
+            try:
+                return run(conn, False)
+            except exc.DBAPIError as error:
+                if not error.connection_invalidated:
+                    raise
+            finally:
+                conn.close()
+            with self._autocommit.connect() as conn:
+                return run(conn, True)
+
+    def _on_driver(self, run: Callable[[Execute, bool], T]) -> T:
+        """``run(execute, retried)``, where ``execute(query, params)`` runs a statement of
+        psycopg's syntax and gives its first row: on the pooled psycopg connection itself in
+        autocommit (none of SQLAlchemy's execution machinery: for the hottest calls), retried
+        as :meth:`_retried`; on a caller's connection, through SQLAlchemy (its transaction).
+        """
+        with unavailable_as_store_error():
+            if self._bound is not None:
+                bound = self._bound
+                return run(
+                    lambda query, params: bound.exec_driver_sql(query, params).first(), False
+                )
+            for retried in (False, True):
+                pooled = self._engine.raw_connection()
+                driver = pooled.driver_connection
+                assert isinstance(driver, psycopg.Connection)
+                try:
+                    driver.autocommit = True
+                    try:
+                        return run(_first_row_on(driver), retried)
+                    finally:
+                        if not driver.broken:
+                            driver.autocommit = False  # as the pool lends it to others
+                except psycopg.Error:
+                    if retried or not driver.broken:
+                        raise
+                    pooled.invalidate()  # lost: try again once on a fresh connection
+                finally:
+                    pooled.close()
+            raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read(self, statement: TextClause, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of a read-only statement (retried once on a lost connection)."""
+        return self._retried(lambda conn, _: list(conn.execute(statement, params).all()))
+
     # -- enqueue ------------------------------------------------------------------------------
     def insert(self, new: NewJob, now: datetime) -> Job | None:
-        """Insert a queued job; None if its dedup key is held by another job of the org."""
-        rows = self._rows(
-            sql.INSERT,
-            {
-                "org_id": new.org_id,
-                "type": new.type,
-                "payload": _payload_json(new.payload),
-                "dedup_key": new.dedup_key,
-                "dedup_scope": new.dedup_scope.value,
-                "max_attempts": new.max_attempts,
-                "now": now,
-                "run_at": new.run_at or now,
-            },
-        )
-        return _job(rows[0]) if rows else None
+        """Insert a queued job; None if its dedup key is held by another job of the org.
+
+        The id is made here (:func:`jobs_core.uuid7`) and the job returned is the pure
+        :func:`jobs_core.domain.new_job` of ``new``, exactly the row inserted: only the id
+        comes back from the server. A connection lost under the call is retried once on a
+        fresh one, which first looks for that id: a job is never inserted twice.
+        """
+        job_id = uuid7()
+        payload = _payload_json(new.payload)
+        params = {
+            "id": job_id,
+            "org_id": new.org_id,
+            "type": new.type,
+            "payload": payload,
+            "dedup_key": new.dedup_key,
+            "dedup_scope": new.dedup_scope.value,
+            "max_attempts": new.max_attempts,
+            "now": now,
+            "run_at": new.run_at or now,
+            "event": json.dumps(
+                {"id": str(job_id), "org_id": new.org_id, "status": Status.QUEUED.value}
+            ),
+        }
+
+        def attempt(execute: Execute, retried: bool) -> bool:
+            if not retried:
+                return execute(sql.INSERT, params) is not None
+            if execute(sql.EXISTS_ID, {"id": job_id}) is not None:
+                return True  # the first try committed before its connection was lost
+            try:
+                return execute(sql.INSERT, params) is not None
+            except psycopg.errors.UniqueViolation:
+                # The key conflict does nothing: a unique violation is the primary key, the
+                # first try committing (still running on a connection we lost) since EXISTS_ID.
+                return True
+
+        if not self._on_driver(attempt):
+            return None
+        # The payload as the row holds it (JSON's types), as a read of the row would give it.
+        spec = dataclasses.replace(new, payload=json.loads(payload))
+        return domain.new_job(spec, job_id, now)
 
     def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
         """Insert many jobs in one call; those whose key is held are skipped.
@@ -194,7 +283,7 @@ class PostgresJobStore:
 
     def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
         """The job of the org that holds ``dedup_key`` now, if any."""
-        rows = self._rows(sql.FIND_BY_DEDUP_KEY, {"org_id": org_id, "dedup_key": dedup_key})
+        rows = self._read(sql.FIND_BY_DEDUP_KEY, {"org_id": org_id, "dedup_key": dedup_key})
         return _job(rows[0]) if rows else None
 
     # -- worker -------------------------------------------------------------------------------
@@ -294,7 +383,7 @@ class PostgresJobStore:
     # -- org-scoped reads and actions ---------------------------------------------------------
     def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
         """The org's job, or None."""
-        rows = self._rows(sql.GET, {"org_id": org_id, "id": job_id})
+        rows = self._read(sql.GET, {"org_id": org_id, "id": job_id})
         return _job(rows[0]) if rows else None
 
     def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
@@ -303,13 +392,12 @@ class PostgresJobStore:
             return []
         statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
         statement = sql.list_jobs(org_id, statuses, query.type, query.before, query.limit)
-        with self._statement() as conn:
-            return [_job(row) for row in conn.execute(statement)]
+        return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Job count per status for the org (every status present, zero included)."""
         counts = dict.fromkeys(Status, 0)
-        for status, count in self._rows(sql.STATS, {"org_id": org_id}):
+        for status, count in self._read(sql.STATS, {"org_id": org_id}):
             counts[_STATUS[status]] = int(count)
         return counts
 
@@ -461,6 +549,15 @@ def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]
     else:  # pragma: no cover - Outcome is a closed union
         raise TypeError(f"not an outcome: {outcome!r}")
     return row
+
+
+def _first_row_on(driver: psycopg.Connection[Any]) -> Execute:
+    """:data:`Execute` on a psycopg connection."""
+
+    def execute(query: str, params: Mapping[str, Any]) -> Any:
+        return driver.execute(query, params).fetchone()
+
+    return execute
 
 
 def _payload_json(payload: Mapping[str, Any]) -> str:
