@@ -55,6 +55,25 @@ def test_tokens_resolve_to_their_org_until_revoked(pg_engine: Engine, clock: Fak
 
 
 @pytest.mark.postgres
+def test_a_token_lookup_whose_connection_is_lost_is_retried_once(
+    pg_url: str, pg_engine: Engine, clock: FakeClock
+) -> None:
+    # Cut before the server sees the SELECT: the pooled connection is lost without a word,
+    # which no checkout check can see; the lookup answers from a fresh connection.
+    from tests.postgres.test_store import CuttingProxy
+
+    PostgresTokenStore(pg_engine).create("org-a", _hash("cut"), None, clock.now())
+    proxy = CuttingProxy(pg_url, b"api_tokens", after_reply=False)
+    engine = create_engine(proxy.url, pool_size=2)
+    try:
+        assert PostgresTokenStore(engine).org_for(_hash("cut")) == "org-a"
+        assert proxy.cut.is_set()
+    finally:
+        engine.dispose()
+        proxy.close()
+
+
+@pytest.mark.postgres
 def test_the_table_never_holds_a_token_in_clear_and_a_hash_is_unique(
     pg_engine: Engine, clock: FakeClock
 ) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, exc, insert, select, update
+from sqlalchemy import Engine, Select, exc, insert, select, update
 
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 from jobs_postgres.schema import api_tokens
@@ -49,6 +49,9 @@ class PostgresTokenStore:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        # A read of one row needs no transaction: in autocommit it is one round trip, where a
+        # transactional connection adds a BEGIN before it and a ROLLBACK when it is returned.
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
 
     def create(self, org_id: str, token_hash: str, label: str | None, now: datetime) -> TokenRecord:
         """Store a new token hash for the org; ``ValueError`` if that hash is already stored."""
@@ -68,12 +71,24 @@ class PostgresTokenStore:
     def org_for(self, token_hash: str) -> str | None:
         """The org of a live token; None if the hash is unknown or revoked.
 
-        Index: api_tokens_token_hash_key (one probe per authenticated request).
+        Index: api_tokens_token_hash_key (one probe per authenticated request the API has not
+        cached). One statement in autocommit: a single round trip. A read may run twice, so a
+        pooled connection found lost (dropped by the server without a word the checkout check
+        could see) is retried once on a fresh one, as ``PostgresJobStore`` does its reads.
         """
         statement = select(api_tokens.c.org_id).where(
             api_tokens.c.token_hash == token_hash, api_tokens.c.revoked_at.is_(None)
         )
-        with unavailable_as_store_error(), self._engine.connect() as conn:
+        with unavailable_as_store_error():
+            try:
+                return self._org(statement)
+            except exc.DBAPIError as error:
+                if not error.connection_invalidated:
+                    raise
+            return self._org(statement)
+
+    def _org(self, statement: Select[Any]) -> str | None:
+        with self._autocommit.connect() as conn:
             org: str | None = conn.execute(statement).scalar_one_or_none()
             return org
 
@@ -104,5 +119,5 @@ class PostgresTokenStore:
             .where(api_tokens.c.org_id == org_id)
             .order_by(api_tokens.c.created_at, api_tokens.c.id)
         )
-        with unavailable_as_store_error(), self._engine.connect() as conn:
+        with unavailable_as_store_error(), self._autocommit.connect() as conn:
             return [_record(row) for row in conn.execute(statement)]
