@@ -5,19 +5,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
 from jobs_api.auth import (
     TOKEN_PREFIX,
     InMemoryTokenStore,
+    TokenCache,
     TokenStore,
     hash_token,
     is_well_formed,
     issue_token,
+    new_token,
     revoke_token,
 )
 from jobs_api.containers import Container
+from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
 
 from tests.api.conftest import bearer
@@ -96,10 +100,102 @@ def test_bad_input_is_refused_clearly(tokens: TokenStore, clock: FakeClock) -> N
 
 
 @pytest.mark.anyio
-async def test_a_revoked_token_stops_working_at_once(
-    client: httpx.AsyncClient, tokens: TokenStore, clock: FakeClock
+async def test_a_revoked_token_is_refused_once_the_token_cache_time_has_passed(
+    client: httpx.AsyncClient, container: Container, tokens: TokenStore, clock: FakeClock
 ) -> None:
+    # The revocation goes to the store, as `jobs token revoke` does from another process: the
+    # API learns it when its cached answer expires, JOBS_API_TOKEN_CACHE_S after the lookup.
+    ttl_s = container.config.api_token_cache_s()
+    assert ttl_s == ApiSettings().api_token_cache_s > 0
+    token, _ = issue_token(tokens, "org-a", "soon revoked", clock.now())
+    assert (await client.get("/jobs", headers=bearer(token))).status_code == 200
+    revoke_token(tokens, token)
+    clock.advance(ttl_s - 0.001)
+    assert (await client.get("/jobs", headers=bearer(token))).status_code == 200
+    clock.advance(0.001)
+    assert (await client.get("/jobs", headers=bearer(token))).status_code == 401
+    clock.advance(3600)
+    assert (await client.get("/jobs", headers=bearer(token))).status_code == 401
+
+
+@pytest.mark.anyio
+async def test_with_a_token_cache_time_of_0_a_revocation_takes_effect_at_once(
+    client: httpx.AsyncClient, container: Container, tokens: TokenStore, clock: FakeClock
+) -> None:
+    container.config.api_token_cache_s.from_value(0)
     token, _ = issue_token(tokens, "org-a", "soon revoked", clock.now())
     assert (await client.get("/jobs", headers=bearer(token))).status_code == 200
     revoke_token(tokens, token)
     assert (await client.get("/jobs", headers=bearer(token))).status_code == 401
+    assert len(container.token_cache()) == 0
+
+
+@pytest.mark.anyio
+async def test_an_unknown_token_is_never_cached(
+    client: httpx.AsyncClient, container: Container, tokens: TokenStore, clock: FakeClock
+) -> None:
+    cache: TokenCache = container.token_cache()
+    made_up = [new_token() for _ in range(50)]
+    for token in made_up:
+        assert (await client.get("/jobs", headers=bearer(token))).status_code == 401
+    assert len(cache) == 0, "a refused token takes no room"
+    # Stored after it was refused: a refusal is never remembered either.
+    tokens.create("org-a", hash_token(made_up[0]), "late", clock.now())
+    assert (await client.get("/jobs", headers=bearer(made_up[0]))).status_code == 200
+    assert len(cache) == 1
+
+
+class SlowStore(InMemoryTokenStore):
+    """A token store whose lookups take ``seconds`` of the fake clock (a slow database)."""
+
+    def __init__(self, clock: FakeClock, seconds: float) -> None:
+        super().__init__(clock)
+        self.fake_clock, self.seconds = clock, seconds
+        self.lookups = 0
+
+    def org_for(self, token_hash: str) -> str | None:
+        """The store's answer, given ``seconds`` later."""
+        self.lookups += 1
+        org = super().org_for(token_hash)
+        self.fake_clock.advance(self.seconds)
+        return org
+
+
+def test_a_cached_answer_lives_ttl_from_before_its_lookup(clock: FakeClock) -> None:
+    tokens = SlowStore(clock, seconds=3)
+    cache = TokenCache(tokens, clock, ttl_s=5)
+    token, _ = issue_token(tokens, "org-a", None, clock.now())
+    started = clock.now()
+    assert cache.org_for(hash_token(token)) == "org-a"  # the lookup ends at +3 s
+    revoke_token(tokens, token)
+    clock.set(started + timedelta(seconds=4.999))
+    assert cache.org_for(hash_token(token)) == "org-a"
+    assert tokens.lookups == 1
+    clock.set(started + timedelta(seconds=5))
+    assert cache.org_for(hash_token(token)) is None
+    assert tokens.lookups == 2
+
+
+def test_a_clock_that_steps_back_does_not_extend_a_cached_answer(clock: FakeClock) -> None:
+    tokens = InMemoryTokenStore(clock)
+    cache = TokenCache(tokens, clock, ttl_s=5)
+    token, _ = issue_token(tokens, "org-a", None, clock.now())
+    assert cache.org_for(hash_token(token)) == "org-a"
+    revoke_token(tokens, token)
+    clock.advance(-1)
+    assert cache.org_for(hash_token(token)) is None
+
+
+def test_the_cache_holds_at_most_max_entries_and_still_answers_right(clock: FakeClock) -> None:
+    tokens = InMemoryTokenStore(clock)
+    cache = TokenCache(tokens, clock, ttl_s=5, max_entries=3)
+    issued = [issue_token(tokens, f"org-{i}", None, clock.now())[0] for i in range(10)]
+    for _ in range(2):
+        for i, token in enumerate(issued):
+            assert cache.org_for(hash_token(token)) == f"org-{i}"
+            assert len(cache) <= 3
+    clock.advance(5)
+    assert cache.org_for(hash_token(issued[0])) == "org-0"
+    assert len(cache) == 1, "expired entries are dropped when a new one is made"
+    with pytest.raises(ValueError, match="ttl_s"):
+        TokenCache(tokens, clock, ttl_s=-1)

@@ -96,3 +96,23 @@ async def test_an_unreachable_database_is_a_503_on_health_and_on_every_route() -
             "detail": "the job store is unavailable; retry later",
         }
     container.shutdown_resources()
+
+
+@pytest.mark.anyio
+async def test_the_pool_holds_a_connection_for_every_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # No connection is opened and closed per request under load: every thread that runs a
+    # blocking call finds a pooled connection (bench/NOTES.md §5).
+    from anyio import to_thread
+    from jobs_api.app import create_app
+
+    monkeypatch.setenv("JOBS_API_THREADS", "7")
+    settings = ApiSettings(store="postgres", database_url="postgresql://postgres@127.0.0.1:1/none")
+    assert settings.api_threads == 7
+    container = build_container(settings)
+    engine = container.engine()  # nothing connects until a query runs
+    assert engine.pool.size() == 7  # type: ignore[attr-defined]
+    app = create_app(container)
+    async with app.router.lifespan_context(app):
+        assert to_thread.current_default_thread_limiter().total_tokens == 7

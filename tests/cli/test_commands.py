@@ -80,7 +80,11 @@ def test_token_create_authenticates_against_the_api_and_revoke_ends_it(
     token_id = created.split()[1]
 
     port = free_port()
-    api, output = start([str(JOBS), "api", "--port", str(port)], cli_env)
+    # The API trusts a token it found live for JOBS_API_TOKEN_CACHE_S (tests/api covers that
+    # delay with a fake clock); 0 makes it ask the store on every request, so the revocation
+    # below must take effect at the very next one.
+    api_env = {**cli_env, "JOBS_API_TOKEN_CACHE_S": "0"}
+    api, output = start([str(JOBS), "api", "--port", str(port)], api_env)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_until("the API to answer", lambda: _get(f"{base}/healthz", "") == 200, timeout=30)

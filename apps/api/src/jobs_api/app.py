@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import uvicorn
+from anyio import to_thread
 from fastapi import APIRouter, FastAPI, Request
 
-from jobs_api.auth import current_org
+from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container, serves_imports
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
@@ -40,18 +41,22 @@ def _imports_router() -> tuple[APIRouter, str] | None:
         container: Container = request.app.state.container
         return container.imports().service
 
-    return build_router(imports_service, current_org), UPLOAD_PATH
+    return build_router(imports_service, current_org_blocking), UPLOAD_PATH
 
 
 def create_app(container: Container | None = None) -> FastAPI:
     """The API over ``container`` (by default one built from the environment, with no job
     types: a deployable passes a container whose registry holds its modules' types)."""
     container = container or build_container()
+    threads = int(container.config.api_threads())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Build the store at startup so a bad configuration fails the start, not a request.
         container.service()
+        # As many threads as the engine pools connections (containers._engine): a blocking
+        # call never waits for a connection, and no connection is opened per request.
+        to_thread.current_default_thread_limiter().total_tokens = threads
         try:
             yield
         finally:

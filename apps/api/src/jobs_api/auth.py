@@ -6,7 +6,9 @@ malformed one without a lookup. Only ``sha256(token)`` is stored (see decision 0
 hash is right for a high-entropy token): whoever reads the token table cannot authenticate.
 
 The CLI issues and revokes tokens with :func:`issue_token` and :func:`revoke_token`; the routes
-depend on :data:`CurrentOrgDep`.
+depend on :data:`CurrentOrgDep`, which asks the store through a :class:`TokenCache`: a token found
+live is trusted for ``JOBS_API_TOKEN_CACHE_S`` seconds, so a revocation takes effect within that
+time (decision 0005).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from jobs_core import Clock, SystemClock, uuid7
+from starlette.concurrency import run_in_threadpool
 
 if TYPE_CHECKING:
     from jobs_api.containers import Container
@@ -167,6 +170,87 @@ class InMemoryTokenStore:
         return sorted(mine, key=lambda r: r.created_at)  # stable: creation order on ties
 
 
+TOKEN_CACHE_MAX_ENTRIES = 10_000
+"""The most live tokens one API process remembers at once (a few MB at most)."""
+
+
+class TokenCache:
+    """Which org a live token acts for, remembered for ``ttl_s`` seconds in this process.
+
+    Only a *live* answer is remembered: an unknown or revoked token is asked of the store every
+    time, so a made-up token can never be taken for a valid one, and a flood of bad tokens adds
+    nothing to memory (at most one entry per live token, ``max_entries`` in all; beyond, the
+    oldest entry goes). A token revoked through the store is refused by this process at the
+    latest ``ttl_s`` after the lookup that found it live: the entry's life starts *before* that
+    lookup, so a lookup racing with the revocation cannot stretch it. ``ttl_s = 0`` remembers
+    nothing. Time comes from ``clock`` (a ``FakeClock`` in tests); an entry is also dropped if
+    the clock goes back past the moment it was made, so a wall-clock step cannot extend it.
+    """
+
+    def __init__(
+        self,
+        store: TokenStore,
+        clock: Clock,
+        ttl_s: float,
+        max_entries: int = TOKEN_CACHE_MAX_ENTRIES,
+    ) -> None:
+        if ttl_s < 0 or max_entries < 1:
+            raise ValueError("ttl_s must be >= 0 and max_entries >= 1")
+        self.store = store
+        self._clock = clock
+        self._ttl = timedelta(seconds=ttl_s)
+        self._max_entries = max_entries
+        # token hash -> (org, made at, expires at), in insertion order: every entry has the
+        # same lifetime, so the front is (about) the first to expire and is pruned first.
+        self._entries: dict[str, tuple[str, datetime, datetime]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def cached(self, token_hash: str) -> str | None:
+        """The org of a token found live less than ``ttl_s`` ago, else None (never blocks on
+        the store: safe to call on the event loop)."""
+        entry = self._entries.get(token_hash)
+        if entry is None:
+            return None
+        org_id, made_at, expires_at = entry
+        if made_at <= self._clock.now() < expires_at:
+            return org_id
+        with self._lock:
+            if self._entries.get(token_hash) is entry:
+                del self._entries[token_hash]
+        return None
+
+    def org_for(self, token_hash: str) -> str | None:
+        """The org of a live token: remembered, else asked of the store (blocking)."""
+        org_id = self.cached(token_hash)
+        if org_id is not None:
+            return org_id
+        if not self._ttl:
+            return self.store.org_for(token_hash)
+        made_at = self._clock.now()
+        org_id = self.store.org_for(token_hash)
+        if org_id is not None:
+            self._remember(token_hash, org_id, made_at)
+        return org_id
+
+    def _remember(self, token_hash: str, org_id: str, made_at: datetime) -> None:
+        with self._lock:
+            entries = self._entries
+            entries.pop(token_hash, None)
+            now = self._clock.now()
+            while entries:  # drop the expired entries at the front
+                first = next(iter(entries))
+                _, first_made, first_expires = entries[first]
+                if first_made <= now < first_expires:
+                    break
+                del entries[first]
+            while len(entries) >= self._max_entries:
+                del entries[next(iter(entries))]
+            entries[token_hash] = (org_id, made_at, made_at + self._ttl)
+
+
 def hash_token(token: str) -> str:
     """The stored form of a token: its SHA-256, in hex."""
     return hashlib.sha256(token.encode()).hexdigest()
@@ -227,17 +311,45 @@ def _unauthenticated() -> HTTPException:
     )
 
 
-def current_org(
+def _token_hash(credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The hash to look up; 401 at once for a missing or malformed token (no lookup)."""
+    if credentials is None or not is_well_formed(credentials.credentials):
+        raise _unauthenticated()
+    return hash_token(credentials.credentials)
+
+
+def _token_cache(request: Request) -> TokenCache:
+    container: Container = request.app.state.container
+    return container.token_cache()
+
+
+async def current_org(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> str:
     """The org of the request's bearer token; 401 for a missing, malformed, unknown or revoked
-    token, always with the same body."""
-    if credentials is None or not is_well_formed(credentials.credentials):
+    token, always with the same body.
+
+    A remembered token is answered on the event loop; only a lookup in the store goes to the
+    thread pool (a sync dependency would cost a thread hand-off on every request).
+    """
+    token_hash = _token_hash(credentials)
+    cache = _token_cache(request)
+    org_id = cache.cached(token_hash)
+    if org_id is None:
+        org_id = await run_in_threadpool(cache.org_for, token_hash)
+    if org_id is None:
         raise _unauthenticated()
-    container: Container = request.app.state.container
-    store: TokenStore = container.token_store()
-    org_id = store.org_for(hash_token(credentials.credentials))
+    return org_id
+
+
+def current_org_blocking(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> str:
+    """:func:`current_org` as a plain function (FastAPI runs it in the thread pool), for the
+    routers of modules that take a synchronous dependency (``jobs_imports.api``)."""
+    org_id = _token_cache(request).org_for(_token_hash(credentials))
     if org_id is None:
         raise _unauthenticated()
     return org_id

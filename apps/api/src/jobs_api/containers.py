@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
 
-from jobs_api.auth import InMemoryTokenStore, TokenStore
+from jobs_api.auth import InMemoryTokenStore, TokenCache, TokenStore
 from jobs_api.settings import ApiSettings
 
 if TYPE_CHECKING:
@@ -31,10 +31,21 @@ def _database_url(url: str | None, data_dir: Path) -> str:
     return resolve_database_url(url, data_dir)
 
 
-def _engine(url: str) -> Iterator[Engine]:
+POOL_MARGIN = 5
+"""Connections beyond the thread count the pool may open (and closes again on return): for a
+request that ever needs two at once; routes use one at a time, so it stays unused."""
+
+
+def _engine(url: str, threads: int) -> Iterator[Engine]:
     from jobs_postgres.database import create_engine
 
-    engine = create_engine(url)
+    # Every blocking call runs on one of ``threads`` threads with one connection at a time: a
+    # pool that keeps that many open means no connection is opened and closed per request.
+    # (The default 10 + 20 overflow below the thread pool's 40 threads reopened connections
+    # under load: bench/NOTES.md §5.) Connections open lazily: an idle API holds few. LIFO:
+    # the connection returned last is used next, so a light load keeps reusing a few recently
+    # used connections (no idle check to pay) and the others stay idle.
+    engine = create_engine(url, pool_size=threads, max_overflow=POOL_MARGIN, pool_use_lifo=True)
     try:
         yield engine
     finally:
@@ -99,7 +110,7 @@ class Container(containers.DeclarativeContainer):
     database_url = providers.ThreadSafeSingleton(
         _database_url, config.database_url, config.data_dir
     )
-    engine = providers.Resource(_engine, database_url)
+    engine = providers.Resource(_engine, database_url, config.api_threads)
 
     store = providers.Selector(
         config.store,
@@ -111,6 +122,11 @@ class Container(containers.DeclarativeContainer):
         memory=providers.ThreadSafeSingleton(InMemoryTokenStore, clock),
         postgres=providers.ThreadSafeSingleton(_postgres_token_store, engine),
     )
+
+    token_cache = providers.ThreadSafeSingleton(
+        TokenCache, token_store, clock, config.api_token_cache_s
+    )
+    """What ``current_org`` asks: the token store behind a short-lived cache of live tokens."""
 
     imports = providers.ThreadSafeSingleton(
         _imports_module, engine, config.data_dir, config.max_upload_bytes, clock

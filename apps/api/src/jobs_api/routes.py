@@ -41,7 +41,8 @@ def _container(request: Request) -> Container:
     return container
 
 
-def _service(request: Request) -> JobService:
+async def _service(request: Request) -> JobService:
+    # async: a singleton lookup needs no thread; a sync dependency costs a thread hand-off.
     return _container(request).service()
 
 
@@ -71,7 +72,7 @@ router = APIRouter()
 def healthz(request: Request) -> Any:
     """200 when the job store answers a query, else 503."""
     try:
-        _service(request).stats(HEALTH_PROBE_ORG)
+        _container(request).service().stats(HEALTH_PROBE_ORG)
     except Exception as error:
         log.warning("health check failed: %s", error)
         return problem(503, "the job store is unreachable", kind="store-unavailable")

@@ -22,6 +22,11 @@ class ApiSettings(BaseSettings):
     - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
     - ``JOBS_MAX_UPLOAD_BYTES``: the largest file ``POST /imports/csv`` accepts (413 beyond);
       uploads are stored under ``JOBS_DATA_DIR``, which the workers must share.
+    - ``JOBS_API_TOKEN_CACHE_S``: how long the API trusts a token it has found live without
+      asking the token store again (``0``: ask on every request). A revocation takes effect
+      within this time (decision 0005).
+    - ``JOBS_API_THREADS``: the threads that run the routes' blocking calls; the engine's pool
+      holds as many connections, so none is opened and closed per request under load.
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -34,3 +39,5 @@ class ApiSettings(BaseSettings):
     max_upload_bytes: int = Field(default=512 * MIB, ge=1)
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=0, le=65535)
+    api_token_cache_s: float = Field(default=5.0, ge=0)
+    api_threads: int = Field(default=40, ge=1, le=1000)
