@@ -176,9 +176,13 @@ def stats(org: CurrentOrgDep, service: ServiceDep) -> JobStats:
     summary="Read one job",
     responses=problem_responses(401, 404, 422, 500, 503),
 )
-def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Response:
     """The job, if it is the org's; 404 (the same body) if it is absent or another org's."""
-    return JobOut.of(service.get(org, _job_id(job_id)))
+    # The route clients poll: answered as JSON bytes here, on the route's thread. Returned as
+    # a model, FastAPI would validate it again (JobOut.of already did) in a second hand-off
+    # to the thread pool before serializing it on the event loop (bench/NOTES.md §5).
+    job = JobOut.of(service.get(org, _job_id(job_id)))
+    return Response(job.model_dump_json(), media_type="application/json")
 
 
 @router.post(
