@@ -81,9 +81,11 @@ def test_the_adapters_implement_the_ports(pg_store: PostgresJobStore, pg_url: st
 def test_batch_claim_and_batch_finish_are_one_statement_each(
     pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
 ) -> None:
+    # (a batch without keys goes by COPY straight into jobs, see the COPY tests)
     with StatementCounter(pg_engine) as counter:
         jobs = pg_store.insert_many(
-            [NewJob(ORG, "reconcile", {"i": i}) for i in range(200)], clock.now()
+            [NewJob(ORG, "reconcile", {"i": i}, dedup_key=f"k{i}") for i in range(200)],
+            clock.now(),
         )
     assert len(counter.statements) == 1
     assert len(jobs) == 200
@@ -406,6 +408,19 @@ def test_enqueue_notifies_on_commit_once_per_statement(
     assert received.count(("jobs_new", "")) == 1
     [summary] = [json.loads(p) for c, p in received if c == "jobs_events"]
     assert summary == {"count": 500, "org_ids": [ORG]}
+
+    # COPY sizes: without keys (straight into jobs), with keys (through a temporary table)
+    for key in (None, "k"):
+        specs = [
+            NewJob(org, "reconcile", {"i": i}, dedup_key=key and f"{key}{i}")
+            for i in range(COPY_FROM // 2)
+            for org in ("b", "a")
+        ]
+        assert len(pg_store.insert_many(specs, clock.now())) == COPY_FROM
+        received = _received(listener)
+        assert received.count(("jobs_new", "")) == 1
+        [summary] = [json.loads(p) for c, p in received if c == "jobs_events"]
+        assert summary == {"count": COPY_FROM, "org_ids": ["a", "b"]}
 
     assert pg_store.insert(NewJob(ORG, "reconcile", dedup_key="x"), clock.now()) is not None
     _received(listener)

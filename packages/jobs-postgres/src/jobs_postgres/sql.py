@@ -77,9 +77,8 @@ LAST_SEEN = """greatest(
 
 # -- enqueue ----------------------------------------------------------------------------------
 
-# The conflict target of every insert: the partial unique index jobs_org_dedup_key_key (decision
-# 0003; only keyed rows are in it, so a job without a key costs no entry there).
-ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING"
+# The conflict target of every insert: the unique index jobs_org_dedup_key_key (decision 0003).
+ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) DO NOTHING"
 
 # Index: jobs_org_dedup_key_key resolves the conflict. The hottest call there is, so it runs
 # on the psycopg connection itself (``%(name)s`` parameters; psycopg prepares it on a
@@ -190,7 +189,20 @@ def drop_incoming(table: str) -> TextClause:
     return text(f"DROP TABLE {table}")
 
 
-# Index: jobs_org_dedup_key_key (equality on both columns implies its predicate).
+# A batch without dedup keys cannot conflict (its ids are the caller's, uuid v7): it is COPied
+# straight into jobs, with no temporary table, no INSERT … SELECT and no speculative insertion
+# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTEs would, in the same
+# transaction. ``payload`` is sent in jsonb's binary form (a version byte, 1, then the JSON
+# text), which the caller declares as bytea: psycopg's jsonb dumper would serialise it again.
+COPY_JOBS = (
+    "COPY jobs (id, org_id, type, payload, dedup_scope, max_attempts, created_at, run_at)"
+    " FROM STDIN (FORMAT BINARY)"
+)
+COPY_JOBS_TYPES = ("uuid", "text", "text", "bytea", "text", "int4", "timestamptz", "timestamptz")
+NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', ''), pg_notify('jobs_events', %(event)s)"
+
+
+# Index: jobs_org_dedup_key_key (equality on both columns).
 FIND_BY_DEDUP_KEY = text(
     f"SELECT {_columns('j')} FROM jobs AS j WHERE j.org_id = :org_id AND j.dedup_key = :dedup_key"
 )
