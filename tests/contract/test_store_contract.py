@@ -344,6 +344,27 @@ def test_finish_many_applies_each_outcome_and_skips_stale_refs(
     assert store.finish_many([], clock.now()) == []
 
 
+def test_complete_and_claim_writes_the_outcomes_then_claims_the_next_jobs(
+    service: JobService, clock: FakeClock, failures: list[Job]
+) -> None:
+    for i in range(5):
+        service.enqueue(ORG, "reconcile", {"i": i})
+        clock.advance(0.001)
+    a, b, c = service.claim(3)
+    service.store.finish(c.ref, Done(), clock.now())
+    finished, claimed = service.complete_and_claim(
+        [(a.ref, Requeue(run_at=clock.now())), (b.ref, Failed("nope")), (c.ref, Done())], 5
+    )
+    assert [j.status if j else None for j in finished] == [Status.QUEUED, Status.FAILED, None]
+    assert [f.id for f in failures] == [b.id]  # on_fail, as complete_many calls it
+    # The two jobs still queued, oldest first; not the one re-queued by the same call (a
+    # worker's outcome-and-claim never hands its own re-queued job back to itself at once).
+    assert [j.payload["i"] for j in claimed] == [3, 4]
+    assert {j.status for j in claimed} == {Status.RUNNING}
+    assert [j.id for j in service.claim(5)] == [a.id]
+    assert service.complete_and_claim([], 1) == ([], [])
+
+
 # -- progress, heartbeats, fencing ---------------------------------------------------------
 
 

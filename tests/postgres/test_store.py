@@ -60,6 +60,22 @@ class StatementCounter:
         self.statements.append(statement)
 
 
+class DriverStatementCounter:
+    """Counts the statements psycopg sends in this process: the worker's hot statements run on
+    the psycopg connection itself, out of SQLAlchemy's sight (a spy around
+    ``psycopg.Cursor.execute``, which SQLAlchemy's executions go through too)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statements: list[str] = []
+        original = psycopg.Cursor.execute
+
+        def execute(cursor: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+            self.statements.append(str(query))
+            return original(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+
+
 def _enqueue(store: PostgresJobStore, n: int, now: datetime, type_name: str = "reconcile") -> None:
     store.insert_many([NewJob(ORG, type_name, {"i": i}) for i in range(n)], now)
 
@@ -79,7 +95,7 @@ def test_the_adapters_implement_the_ports(pg_store: PostgresJobStore, pg_url: st
 
 
 def test_batch_claim_and_batch_finish_are_one_statement_each(
-    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock
+    pg_store: PostgresJobStore, pg_engine: Engine, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (a batch without keys goes by COPY straight into jobs, see the COPY tests)
     with StatementCounter(pg_engine) as counter:
@@ -91,18 +107,31 @@ def test_batch_claim_and_batch_finish_are_one_statement_each(
     assert len(jobs) == 200
     assert [j.payload["i"] for j in jobs] == list(range(200))  # input order
 
-    with StatementCounter(pg_engine) as counter:
+    with monkeypatch.context() as patch:
+        driver = DriverStatementCounter(patch)
         claimed = pg_store.claim(50, clock.now())
-    assert len(counter.statements) == 1
+    assert len(driver.statements) == 1
     assert len(claimed) == 50
     assert claimed == sorted(claimed, key=lambda j: (j.created_at, j.id))
 
     outcomes = [(job.ref, Done({"n": n})) for n, job in enumerate(claimed)]
-    with StatementCounter(pg_engine) as counter:
-        finished = pg_store.finish_many(outcomes, clock.now())
-    assert len(counter.statements) == 1
-    assert [j.id if j else None for j in finished] == [j.id for j in claimed]
-    assert [j.report for j in finished if j] == [{"n": n} for n in range(50)]
+    with monkeypatch.context() as patch:
+        driver = DriverStatementCounter(patch)
+        finished = pg_store.finish_many(outcomes[:40], clock.now())
+    assert len(driver.statements) == 1
+    assert [j.id if j else None for j in finished] == [j.id for j in claimed[:40]]
+    assert [j.report for j in finished if j] == [{"n": n} for n in range(40)]
+
+    # A slot whose job ended while work waits: its outcome and its next claim together.
+    with monkeypatch.context() as patch:
+        driver = DriverStatementCounter(patch)
+        finished, more = pg_store.finish_and_claim(outcomes[40:], 100, clock.now())
+    assert len(driver.statements) == 1
+    assert [j.id if j else None for j in finished] == [j.id for j in claimed[40:]]
+    assert [j.status for j in finished if j] == [Status.DONE] * 10
+    assert len(more) == 100
+    assert more == sorted(more, key=lambda j: (j.created_at, j.id))
+    assert {j.status for j in more} == {Status.RUNNING}
 
     # A single insert runs on the psycopg connection itself, out of SQLAlchemy's sight, except
     # on a caller's connection: the same statement, one per insert.

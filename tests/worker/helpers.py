@@ -53,8 +53,9 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str
 class OutageStore(InMemoryJobStore):
     """The in-memory store with an outage switch: while ``down`` is set, every worker-side call
     raises :class:`StoreUnavailable`, as the PostgreSQL adapter does when its server is gone.
-    ``batches`` records the size of every ``finish_many`` that went through; ``gate``, when
-    cleared, holds the next ``finish_many`` until it is set (a slow round trip)."""
+    ``batches`` records the size of every ``finish_many`` or ``finish_and_claim`` that went
+    through; ``gate``, when cleared, holds the next of those until it is set (a slow round
+    trip)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -96,6 +97,18 @@ class OutageStore(InMemoryJobStore):
         self._check()
         self.batches.append(len(outcomes))
         return super().finish_many(outcomes, now)
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[tuple[AttemptRef, Outcome]],
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[Job | None], list[Job]]:
+        self.gate.wait(10)
+        self._check()
+        self.batches.append(len(outcomes))
+        return super().finish_and_claim(outcomes, limit, now, types)
 
 
 def build(

@@ -198,7 +198,7 @@ def test_sigterm_lets_the_running_job_finish_exits_0_and_claims_nothing_more(
     assert worker.wait_exit() == 0
     assert job_of(service.store, job.id).status is Status.DONE
     assert job_of(service.store, later.id).status is Status.QUEUED
-    assert f"event=job.started job_id={later.id}" not in worker.log()
+    assert f"job_id={later.id}" not in worker.log()
 
 
 def test_a_second_sigterm_hands_the_running_job_back_to_the_queue(
@@ -287,7 +287,11 @@ def test_a_worker_survives_its_connections_being_killed(
     )
     assert worker.alive()
     assert job_of(service.store, job.id).attempts == 1
-    assert "event=store.recovered" in worker.log()  # the lost connections were noticed
+    # The LISTEN connection, always open, noticed each kill. A pooled connection killed while
+    # idle is replaced at its next checkout without an error; one killed under a statement is
+    # an outage, logged and retried, but whether a statement is in flight at the kill is luck
+    # (the store's outage path is the next test's: its server goes away for good seconds).
+    assert "listening for new jobs again" in worker.log()
 
 
 def test_a_worker_survives_a_restart_of_its_postgresql(

@@ -172,7 +172,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         type=str.upper,
-        help="DEBUG, INFO (one line per job transition), WARNING or ERROR "
+        help="DEBUG (a job's start too), INFO (one line per job, when it ends), WARNING or ERROR "
         f"(JOBS_LOG_LEVEL, default {_default('log_level')})",
     )
     group.add_argument(

@@ -38,6 +38,7 @@ import sqlalchemy.exc
 from jobs_core import (
     AttemptRef,
     Cancelled,
+    Done,
     Failed,
     Job,
     JobContext,
@@ -214,6 +215,9 @@ class Worker:
         self._give_up_writes = threading.Event()
         self._idle = threading.Condition(self._lock)
         self._claim_lock = threading.Lock()  # one claimer at a time: the loop or a freed slot
+        cfg = self.config
+        # The calls of slots that claim (one at a time, under the claim lock).
+        self._slot_claims = _Retry("complete_and_claim", cfg.backoff_initial_s, cfg.backoff_cap_s)
         self._last_claim = time.monotonic()
         self._started = False
         self.stats = {"claimed": 0, "completed": 0, "lost": 0, "handed_back": 0}
@@ -298,12 +302,19 @@ class Worker:
             timeout = cfg.poll_interval_s - since if free > 0 else cfg.poll_interval_s
             self._kick.wait(max(0.0, timeout))
 
-    def _claim(self, free: int) -> None:
-        """Claim up to ``free`` jobs and hand them to the slots (``_claim_lock`` held)."""
+    def _claim(self, free: int, completions: Sequence[_Completion] = ()) -> None:
+        """Claim up to ``free`` jobs and hand them to the slots (``_claim_lock`` held); with
+        ``completions``, write their outcomes in the same round trip."""
         self._maybe_work.clear()
         self._last_claim = time.monotonic()
+        finished: list[Job | None] = []
         try:
-            jobs = self.service.claim(free)
+            if completions:
+                finished, jobs = self.service.complete_and_claim(
+                    [(c.attempt.ref, c.outcome) for c in completions], free
+                )
+            else:
+                jobs = self.service.claim(free)
         except Exception:
             self._maybe_work.set()
             raise
@@ -311,29 +322,56 @@ class Worker:
             self._maybe_work.set()  # a full batch: there may be more behind it
         for job in jobs:
             self._start(job)
+        if completions:
+            self._completed(completions, finished)
 
-    def _claim_from_slot(self) -> bool:
-        """Claim for the free slots from a slot that just freed up, when work is known to wait.
+    def _claim_from_slot(self, own: list[_Completion]) -> bool:
+        """Claim for the free slots from a slot that just freed up while work is known to wait
+        (``_claim_lock`` held), writing ``own`` (its job's outcome, if done) and the other done
+        outcomes waiting for the completer in the same round trip.
 
-        This spares a busy queue two thread hand-offs per job (slot → claim loop → slot): the
-        job claimed is usually run by this very thread, next. False when it did not claim (no
-        known work, the claim loop is claiming, stopping, or the claim failed): the claim loop
-        looks then, with its backoff and its logs.
+        This spares a busy queue a round trip and two thread hand-offs per job (slot → claim
+        loop → slot, slot → completer): the job claimed is usually run by this very thread,
+        next. False when it did not claim (no free slot, or the call failed): the outcomes are
+        then the completer's to write, and the claim loop looks, with its backoff and its logs.
         """
-        if not self._maybe_work.is_set() or not self._claim_lock.acquire(blocking=False):
+        with self._lock:
+            free = self.config.concurrency - self._executing
+        batch = own + self._waiting_done(_MAX_BATCH - len(own))
+        if free <= 0 or not self._maybe_work.is_set():
+            for completion in batch:
+                self._completions.put(completion)
             return False
         try:
-            with self._lock:
-                free = self.config.concurrency - self._executing
-            if free <= 0 or self._stop_claiming.is_set() or not self._maybe_work.is_set():
-                return False
+            self._claim(free, batch)
+        except Exception as error:
+            # Logged, not retried here: the completer retries the outcomes through an outage,
+            # or one by one if one of them is the cause (it is alive: its queue is closed only
+            # under the claim lock this thread holds), and the claim loop claims with backoff.
+            self._slot_claims.failed(error)
+            for completion in batch:
+                self._completions.put(completion)
+            return False
+        self._slot_claims.succeeded()
+        return True
+
+    def _waiting_done(self, limit: int) -> list[_Completion]:
+        """Up to ``limit`` done outcomes taken from the completer's queue (the others are put
+        back: a failure's ``on_fail`` hook must not run under the claim lock)."""
+        taken: list[_Completion] = []
+        others: list[_Completion | None] = []
+        while len(taken) < limit:
             try:
-                self._claim(free)
-            except Exception:
-                return False
-            return True
-        finally:
-            self._claim_lock.release()
+                completion = self._completions.get_nowait()
+            except queue.Empty:
+                break
+            if completion is None:  # pragma: no cover - closed only under the claim lock
+                others.append(completion)
+                break
+            (taken if isinstance(completion.outcome, Done) else others).append(completion)
+        for completion in others:
+            self._completions.put(completion)
+        return taken
 
     def _start(self, job: Job) -> None:
         attempt = _Attempt(job, self._context(job), time.monotonic())
@@ -341,9 +379,13 @@ class Worker:
             self._held[job.id] = attempt
             self._executing += 1
             self.stats["claimed"] += 1
+        # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
+        # attempt, duration and outcome). A second line per job cost a quarter of the worker's
+        # CPU per job of a drain (bench/NOTES.md §3); which job a crashed worker was running
+        # is in the table (running, started_at, attempts) and in the sweep's job.swept line.
         log_event(
             log,
-            logging.INFO,
+            logging.DEBUG,
             "job.started",
             job_id=job.id,
             type=job.type,
@@ -378,17 +420,34 @@ class Worker:
     def _slot_main(self) -> None:
         while (attempt := self._slots.get()) is not None:
             outcome = self._execute(attempt)
-            duration = time.monotonic() - attempt.started
-            with self._lock:
-                handed_back = attempt.phase is _Phase.HANDED_BACK
-                if not handed_back:
-                    attempt.phase = _Phase.COMPLETING
-                    # Queued before the slot counts as free, so a stopping worker that sees no
-                    # job executing knows every outcome is already in the completer's queue.
-                    self._completions.put(_Completion(attempt, outcome, duration))
-                self._executing -= 1
-                self._idle.notify_all()
-            if handed_back or not self._claim_from_slot():
+            completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
+            # While work is known to wait, the slot claims for the free slots itself, its
+            # outcome in the same round trip. It holds the claim lock from here: a stopping
+            # worker closes the completer's queue only under that lock, so an outcome this
+            # slot keeps is written, or queued for the completer, before the queue closes.
+            claiming = self._maybe_work.is_set() and self._claim_lock.acquire(blocking=False)
+            if claiming and self._stop_claiming.is_set():
+                self._claim_lock.release()
+                claiming = False
+            claimed = False
+            try:
+                own = claiming and isinstance(outcome, Done)
+                with self._lock:
+                    handed_back = attempt.phase is _Phase.HANDED_BACK
+                    if not handed_back:
+                        attempt.phase = _Phase.COMPLETING
+                        if not own:
+                            # Queued before the slot counts as free, so a stopping worker that
+                            # sees no job executing knows every outcome is in that queue.
+                            self._completions.put(completion)
+                    self._executing -= 1
+                    self._idle.notify_all()
+                if claiming:
+                    claimed = self._claim_from_slot([completion] if own and not handed_back else [])
+            finally:
+                if claiming:
+                    self._claim_lock.release()
+            if handed_back or not claimed:
                 self._kick.set()
             if handed_back:
                 # Its attempt was already given back to the queue; this result is moot.
@@ -719,7 +778,10 @@ class Worker:
         for _ in slots:
             self._slots.put(None)
         # Outcomes already produced are written; through an outage, until the grace is spent.
-        self._completions.put(None)
+        # Closed under the claim lock: a slot writing outcomes with its claim holds it, and
+        # hands them to the completer if that write fails (see _slot_main).
+        with self._claim_lock:
+            self._completions.put(None)
         while completer.is_alive():
             if self._force.is_set() or time.monotonic() >= deadline:
                 self._give_up_writes.set()

@@ -11,7 +11,7 @@ import copy
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from datetime import datetime
 from typing import Any
 
@@ -90,6 +90,15 @@ class InMemoryJobStore:
     # -- worker -------------------------------------------------------------------------------
     def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
         """Take up to ``limit`` due queued jobs (of ``types``, if given), oldest first."""
+        return self._claim(limit, now, types, frozenset())
+
+    def _claim(
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None,
+        skipped: Set[uuid.UUID],
+    ) -> list[Job]:
         if limit <= 0:
             return []
         wanted = None if types is None else frozenset(types)
@@ -101,6 +110,7 @@ class InMemoryJobStore:
                     if j.status is Status.QUEUED
                     and j.run_at <= now
                     and (wanted is None or j.type in wanted)
+                    and j.id not in skipped
                 ),
                 key=_queue_order,
             )[:limit]
@@ -175,6 +185,21 @@ class InMemoryJobStore:
         """:meth:`finish` for many attempts."""
         with self._lock:
             return [self.finish(ref, outcome, now) for ref, outcome in outcomes]
+
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[tuple[AttemptRef, Outcome]],
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[Job | None], list[Job]]:
+        """:meth:`finish_many`, then :meth:`claim` (of jobs that were queued before it)."""
+        with self._lock:
+            finished = [self.finish(ref, outcome, now) for ref, outcome in outcomes]
+            # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its
+            # own claim.
+            requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
+            return finished, self._claim(limit, now, types, requeued)
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs not seen since ``stale_before``."""

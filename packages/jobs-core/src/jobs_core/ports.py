@@ -114,6 +114,20 @@ class JobStore(Protocol):
         """:meth:`finish` for many attempts in one round trip, results in the same order."""
         ...
 
+    def finish_and_claim(
+        self,
+        outcomes: Sequence[tuple[AttemptRef, Outcome]],
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+    ) -> tuple[list[Job | None], list[Job]]:
+        """:meth:`finish_many` of ``outcomes`` then :meth:`claim` of up to ``limit`` jobs, in
+        one round trip: what a worker sends when a job ends while more work waits.
+
+        A job re-queued by ``outcomes`` is not claimed back by the same call.
+        """
+        ...
+
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs whose last sign of life is older than ``stale_before``."""
         ...

@@ -173,6 +173,19 @@ class JobService:
                 call_on_fail(self.registry, job)
         return jobs
 
+    def complete_and_claim(
+        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], limit: int
+    ) -> tuple[list[Job | None], list[Job]]:
+        """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
+        ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
+        finished, claimed = self.store.finish_and_claim(
+            outcomes, limit, self.clock.now(), self.registry.names()
+        )
+        for job in finished:
+            if job is not None:
+                call_on_fail(self.registry, job)
+        return finished, claimed
+
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
         """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
 

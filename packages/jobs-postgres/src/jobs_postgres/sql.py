@@ -210,30 +210,38 @@ FIND_BY_DEDUP_KEY = text(
 
 # -- worker -----------------------------------------------------------------------------------
 
+# The fence on the status of a row found by its primary key, written so that it stays a filter
+# of that row: as ``j.status = 'running'`` it is also an index condition, and the planner walks
+# the whole ``running`` range of jobs_queue_idx instead, dead entries included: one per job
+# finished since the last vacuum, so every finish of a drain was slower than the one before it
+# (bench/NOTES.md §2).
+_RUNNING = "(j.status = 'running') IS TRUE"
 
-def claim(types: Sequence[str] | None) -> TextClause:
-    """Claim up to ``:limit`` due jobs in one statement.
+
+def _due(types: Sequence[str] | None) -> str:
+    """The ``due`` CTE of a claim: the ids of up to ``:limit`` due jobs, locked.
 
     Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (created_at, id) order,
     the claim's ORDER BY, so the scan stops after ``limit`` due rows: the finished history is
     not in the partial index at all. ``run_at`` and ``type`` filter the rows it yields.
     ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
-    wait on nor take the same job. The key of a ``queue``-scope job is released in the same
-    statement (spec 000 §1). The rows to update are then found by primary key through
-    ``id = ANY(ARRAY(...))``: a join with the CTE could be planned as a scan of the whole
-    table, whose history the planner cannot see through the CTE.
+    wait on nor take the same job.
     """
     type_filter = "AND type = ANY(CAST(:types AS text[]))" if types is not None else ""
-    return text(
-        f"""
-WITH due AS (
+    return f"""due AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND run_at <= :now {type_filter}
     ORDER BY created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
-)
-UPDATE jobs AS j
+)"""
+
+
+# The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
+# join with the CTE could be planned as a scan of the whole table, whose history the planner
+# cannot see through the CTE. The key of a ``queue``-scope job is released in the same
+# statement (spec 000 §1).
+_CLAIM_DUE = f"""UPDATE jobs AS j
 SET status = 'running',
     attempts = j.attempts + 1,
     started_at = :now,
@@ -242,9 +250,12 @@ SET status = 'running',
 -- no status test here: the rows are locked since they matched it, and a status condition
 -- would let the planner walk every queued row of jobs_queue_idx instead of probing the key
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING {_columns("j")}
-"""
-    )
+RETURNING {_columns("j")}"""
+
+
+def claim(types: Sequence[str] | None) -> TextClause:
+    """Claim up to ``:limit`` due jobs in one statement (see :func:`_due`)."""
+    return text(f"WITH {_due(types)}\n{_CLAIM_DUE}\n")
 
 
 CLAIM_ALL = claim(None)
@@ -254,13 +265,13 @@ CLAIM_TYPES = claim(())
 # the history). Merges ``updated_at`` into the progress document
 # (domain.heartbeat_progress): the update touches no indexed column, so it is a HOT update.
 HEARTBEAT = text(
-    """
+    f"""
 UPDATE jobs AS j
-SET progress = coalesce(j.progress, '{}'::jsonb)
+SET progress = coalesce(j.progress, '{{}}'::jsonb)
                || jsonb_build_object('updated_at', CAST(:beat AS text))
 FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
 WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id AND j.lease = r.lease
-  AND j.status = 'running'
+  AND {_RUNNING}
 RETURNING j.id
 """
 )
@@ -276,38 +287,30 @@ WHERE id = :id AND lease = :lease AND status = 'running'
 
 # Index: the primary key, probed with ``id = ANY(:ids)``.
 CANCEL_REQUESTED = text(
-    """
+    f"""
 SELECT j.id
 FROM jobs AS j
 JOIN unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
   ON j.id = r.id AND j.lease = r.lease
 WHERE j.id = ANY(CAST(:ids AS uuid[]))
-  AND j.status = 'running' AND j.cancel_requested_at IS NOT NULL
+  AND {_RUNNING} AND j.cancel_requested_at IS NOT NULL
 """
 )
 
 
-def finish(*, if_stale: bool) -> TextClause:
-    """Apply a batch of outcomes in one statement (domain.finish for each row).
-
-    Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and
-    status. ``:outcomes`` is a JSON array of ``{ord, id, lease, status, run_at, error, report,
-    keep_report, refund_attempt}``; the rows
-    come back with their ``ord`` so the caller aligns them with its input (an outcome whose
-    attempt lost the job returns no row). With ``if_stale`` (the sweep) a row is changed only
-    if its attempt still shows no life since ``:stale_before``, so a sweeper racing a slow
-    heartbeat, or another sweeper, changes nothing.
-    """
-    stale = f"AND {LAST_SEEN.format(t='j')} < :stale_before" if if_stale else ""
-    return text(
-        f"""
-WITH outcome AS (
+# A batch of outcomes as rows: ``:outcomes`` is a JSON array of ``{ord, id, lease, status,
+# run_at, error, report, keep_report, refund_attempt}`` (store._outcome_row).
+_OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, run_at timestamptz, error text,
         report jsonb, keep_report boolean, refund_attempt boolean
     )
-),
-finished AS (
+)"""
+
+
+def _finished(stale: str) -> str:
+    """The ``finished`` CTE: domain.finish applied to every row of ``outcome``, fenced."""
+    return f"""finished AS (
     UPDATE jobs AS j
     SET status = o.status,
         -- a worker shutting down hands its attempt back unconsumed
@@ -324,9 +327,25 @@ finished AS (
         dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
     FROM outcome AS o
     WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
-      AND j.status = 'running' {stale}
+      AND {_RUNNING} {stale}
     RETURNING o.ord, {_columns("j")}
-),
+)"""
+
+
+def finish(*, if_stale: bool) -> TextClause:
+    """Apply a batch of outcomes in one statement (domain.finish for each row).
+
+    Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and
+    status. The rows come back with their ``ord`` so the caller aligns them with its input
+    (an outcome whose attempt lost the job returns no row). With ``if_stale`` (the sweep) a
+    row is changed only if its attempt still shows no life since ``:stale_before``, so a
+    sweeper racing a slow heartbeat, or another sweeper, changes nothing.
+    """
+    stale = f"AND {LAST_SEEN.format(t='j')} < :stale_before" if if_stale else ""
+    return text(
+        f"""
+WITH {_OUTCOME},
+{_finished(stale)},
 {_WAKE.format(source="finished")},
 {_EVENTS.format(source="finished")}
 SELECT finished.* FROM finished {_NOTIFIED}
@@ -334,8 +353,36 @@ SELECT finished.* FROM finished {_NOTIFIED}
     )
 
 
+def finish_and_claim(types: Sequence[str] | None) -> TextClause:
+    """FINISH of ``:outcomes`` and a claim of up to ``:limit`` jobs, in one statement.
+
+    What a worker slot that just ended its job sends while work waits: its outcome and the
+    claim of its next job in one round trip and one commit (decision 0006). The finished rows
+    come back with their ``ord``, the claimed ones with a NULL ``ord``. Both parts see the
+    statement's snapshot: a job this statement re-queues is still ``running`` for ``due``, so
+    it is never claimed back by the same statement. Indexes: those of FINISH and of the claim.
+    """
+    return text(
+        f"""
+WITH {_OUTCOME},
+{_finished("")},
+{_WAKE.format(source="finished")},
+{_EVENTS.format(source="finished")},
+{_due(types)},
+claimed AS (
+{_CLAIM_DUE}
+)
+SELECT finished.* FROM finished {_NOTIFIED}
+UNION ALL
+SELECT NULL, claimed.* FROM claimed
+"""
+    )
+
+
 FINISH = finish(if_stale=False)
 FINISH_IF_STALE = finish(if_stale=True)
+FINISH_AND_CLAIM_ALL = finish_and_claim(None)
+FINISH_AND_CLAIM_TYPES = finish_and_claim(())
 
 # Index: jobs_queue_idx, its ``status = 'running'`` range (the running set is small).
 FIND_STALE = text(
