@@ -150,8 +150,13 @@ class PostgresJobStore:
                         pooled.invalidate(error)
                     raise
                 finally:
-                    if not (driver.broken or driver.closed):
-                        driver.autocommit = False  # as the pool lends it to everyone else
+                    try:
+                        if not (driver.broken or driver.closed):
+                            driver.autocommit = False  # as the pool lends it to everyone else
+                    except psycopg.Error:
+                        # interrupted mid-statement: never pool it in autocommit, a
+                        # transaction begun on it later would not be one
+                        pooled.invalidate()
             finally:
                 pooled.close()
 
@@ -200,8 +205,13 @@ class PostgresJobStore:
                     try:
                         return run(_first_row_on(driver), retried)
                     finally:
-                        if not driver.broken:
-                            driver.autocommit = False  # as the pool lends it to others
+                        try:
+                            if not driver.broken:
+                                driver.autocommit = False  # as the pool lends it to others
+                        except psycopg.Error:
+                            # (interrupted mid-statement) never pool it in autocommit: a
+                            # transaction begun on it later would not be one
+                            pooled.invalidate()
                 except psycopg.Error:
                     if retried or not driver.broken:
                         raise
