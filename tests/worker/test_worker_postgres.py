@@ -67,3 +67,23 @@ def test_an_outcome_the_store_cannot_encode_fails_its_job_and_spares_the_batch(
     failed = job_of(pg_store, bad.id)
     assert failed.error is not None
     assert failed.error.startswith("the job's outcome could not be recorded: ")
+
+
+@pytest.mark.parametrize(("setting", "expected"), [(None, "off"), ("1", "on")])
+def test_the_workers_sessions_commit_without_waiting_for_the_flush_unless_asked(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, setting: str | None, expected: str
+) -> None:
+    from jobs_worker.containers import build_container
+    from jobs_worker.settings import WorkerSettings
+    from sqlalchemy import text
+
+    monkeypatch.setenv("JOBS_DATABASE_URL", pg_url)
+    if setting is not None:
+        monkeypatch.setenv("JOBS_SYNCHRONOUS_COMMIT", setting)
+    container = build_container(WorkerSettings(), demo)
+    try:
+        with container.engine().connect() as conn:
+            assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == expected
+            assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
+    finally:
+        container.shutdown_resources()

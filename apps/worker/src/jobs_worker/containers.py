@@ -28,7 +28,7 @@ def _database_url(url: str | None, data_dir: Path | str) -> str:
     return resolve_database_url(url, Path(data_dir))
 
 
-def _engine(url: str) -> Iterator[Engine]:
+def _engine(url: str, synchronous_commit: bool) -> Iterator[Engine]:
     from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
 
     # No pre-ping: it costs a round trip before every claim and every completion batch, and
@@ -37,7 +37,13 @@ def _engine(url: str) -> Iterator[Engine]:
     # backoff retries the call (the write is fenced by the lease, so a retry is safe).
     # The worker's sessions plan the claim as an ordered walk of the queue index even on a
     # table the planner has not analyzed yet (jobs_postgres.database.WORKER_SESSION_SETTINGS).
-    engine = create_engine(url, pool_pre_ping=False, session_settings=WORKER_SESSION_SETTINGS)
+    # Without synchronous commit (JOBS_SYNCHRONOUS_COMMIT, off by default) a commit does not
+    # wait for its WAL flush: the claim, outcome and heartbeat writes are at-least-once across
+    # a crash of the PostgreSQL server (never of the worker); see WorkerSettings.
+    settings = dict(WORKER_SESSION_SETTINGS)
+    if not synchronous_commit:
+        settings["synchronous_commit"] = "off"
+    engine = create_engine(url, pool_pre_ping=False, session_settings=settings)
     try:
         yield engine
     finally:
@@ -83,7 +89,7 @@ class Container(containers.DeclarativeContainer):
     database_url = providers.ThreadSafeSingleton(
         _database_url, config.database_url, config.data_dir
     )
-    engine = providers.Resource(_engine, database_url)
+    engine = providers.Resource(_engine, database_url, config.synchronous_commit)
     store = providers.ThreadSafeSingleton(_postgres_store, engine)
     wakeup = providers.Factory(_postgres_wakeup, database_url)
     """A LISTEN connection; the worker closes it when it stops."""

@@ -48,6 +48,7 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_SHUTDOWN_GRACE_S   --shutdown-grace     JOBS_DEMO_TYPES        --demo-types
   JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
   JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
+  JOBS_SYNCHRONOUS_COMMIT --synchronous-commit
 
 signals:
   SIGTERM/SIGINT once: stop claiming, let running jobs finish, exit 0. Twice (or when the grace
@@ -176,6 +177,14 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         f"(JOBS_LOG_LEVEL, default {_default('log_level')})",
     )
     group.add_argument(
+        "--synchronous-commit",
+        dest="synchronous_commit",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="wait for the WAL flush of every claim and outcome: a job never runs twice after a "
+        "PostgreSQL crash, at ~3/4 of the drain rate (JOBS_SYNCHRONOUS_COMMIT, default off)",
+    )
+    group.add_argument(
         "--log-format",
         choices=["text", "json"],
         help="text (key=value) or json lines (JOBS_LOG_FORMAT, default text)",
@@ -194,6 +203,7 @@ _OPTION_FIELDS = (
     "extra_registries",
     "log_level",
     "log_format",
+    "synchronous_commit",
 )
 
 
