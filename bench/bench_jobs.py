@@ -53,10 +53,13 @@ class JobsAdapter:
 
     name = "jobs"
     # "default" is what a worker does without options: spec 000 runs one job at a time
-    # (JOBS_CONCURRENCY defaults to 1); "c10" is ten slots (`jobs worker --concurrency 10`).
+    # (JOBS_CONCURRENCY defaults to 1); "c10" is ten slots (`jobs worker --concurrency 10`);
+    # "c10nosync" adds the opt-in `--no-synchronous-commit` (faster, not crash-proof: decision
+    # 0006), reported apart like procrastinate's "c10pool12".
     drain_configs: dict[str, dict[str, Any]] = {
         "default": {"concurrency": 1},
         "c10": {"concurrency": 10},
+        "c10nosync": {"concurrency": 10, "synchronous_commit": False},
     }
     unfinished_sql = UNFINISHED_SQL
     total_sql = TOTAL_SQL
@@ -99,7 +102,12 @@ class JobsAdapter:
 
     def worker_main(self, url: str, cfg_name: str, cfg: dict[str, Any]) -> None:
         """ONE real jobs worker with that concurrency until SIGTERM (a graceful stop)."""
-        code = wiring.run_worker(as_url(url), registry, int(cfg["concurrency"]))
+        code = wiring.run_worker(
+            as_url(url),
+            registry,
+            int(cfg["concurrency"]),
+            synchronous_commit=cfg.get("synchronous_commit"),
+        )
         if code:
             raise SystemExit(code)
 

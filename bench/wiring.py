@@ -37,15 +37,20 @@ def service(url: str, registry: Registry) -> Iterator[JobService]:
         engine.dispose()
 
 
-def run_worker(url: str, registry: Registry, concurrency: int) -> int:
+def run_worker(
+    url: str, registry: Registry, concurrency: int, *, synchronous_commit: bool | None = None
+) -> int:
     """Run ONE jobs worker on ``url`` with ``registry``'s types until SIGTERM; its exit code.
 
     Every other setting is the deployable's default (or the ``JOBS_*`` environment), exactly
-    as ``jobs worker --concurrency N`` would run.
+    as ``jobs worker --concurrency N`` would run; ``synchronous_commit`` False is
+    ``--no-synchronous-commit`` (the opt-in trade-off of decision 0006).
     """
     from jobs_worker.main import run_worker as run
 
     os.environ["JOBS_DATABASE_URL"] = url
+    if synchronous_commit is not None:
+        os.environ["JOBS_SYNCHRONOUS_COMMIT"] = "1" if synchronous_commit else "0"
     return run(concurrency=concurrency, extra_registries=[registry])
 
 

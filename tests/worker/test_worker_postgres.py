@@ -69,8 +69,8 @@ def test_an_outcome_the_store_cannot_encode_fails_its_job_and_spares_the_batch(
     assert failed.error.startswith("the job's outcome could not be recorded: ")
 
 
-@pytest.mark.parametrize(("setting", "expected"), [(None, "off"), ("1", "on")])
-def test_the_workers_sessions_commit_without_waiting_for_the_flush_unless_asked(
+@pytest.mark.parametrize(("setting", "expected"), [(None, "on"), ("0", "off"), ("1", "on")])
+def test_the_workers_sessions_commit_synchronously_unless_told_not_to(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, setting: str | None, expected: str
 ) -> None:
     from jobs_worker.containers import build_container

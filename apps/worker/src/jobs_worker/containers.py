@@ -37,9 +37,9 @@ def _engine(url: str, synchronous_commit: bool) -> Iterator[Engine]:
     # backoff retries the call (the write is fenced by the lease, so a retry is safe).
     # The worker's sessions plan the claim as an ordered walk of the queue index even on a
     # table the planner has not analyzed yet (jobs_postgres.database.WORKER_SESSION_SETTINGS).
-    # Without synchronous commit (JOBS_SYNCHRONOUS_COMMIT, off by default) a commit does not
-    # wait for its WAL flush: the claim, outcome and heartbeat writes are at-least-once across
-    # a crash of the PostgreSQL server (never of the worker); see WorkerSettings.
+    # Without synchronous commit (JOBS_SYNCHRONOUS_COMMIT=0; on by default) a commit does not
+    # wait for its WAL flush: a crash of the PostgreSQL server (never of the worker) may then
+    # forget the last claims and outcomes, and a job may run twice; see WorkerSettings.
     settings = dict(WORKER_SESSION_SETTINGS)
     if not synchronous_commit:
         settings["synchronous_commit"] = "off"

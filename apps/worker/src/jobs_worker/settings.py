@@ -31,11 +31,12 @@ class WorkerSettings(BaseSettings):
       (a deployment's own job types, without editing this package).
     - ``JOBS_LOG_LEVEL`` / ``JOBS_LOG_FORMAT``: ``text`` (key=value) or ``json`` lines.
     - ``JOBS_SYNCHRONOUS_COMMIT``: whether the worker's writes (claims, outcomes, heartbeats)
-      wait for their WAL flush. Off by default: a drain runs 1.3-1.4x faster (bench/NOTES.md
-      §3), and a PostgreSQL *server* crash may then forget the last fraction of a second of
-      them, so a job recorded done just before it may run again (at-least-once, as after a
-      worker crash: spec 000 §2.4). Set it on when a job must never run twice after a
-      database crash. A worker crash loses nothing either way.
+      wait for their WAL flush. On by default: a claim the worker acts on survives a crash of
+      the PostgreSQL server, so a running job is never claimed a second time while its first
+      worker still runs it (invariant 1). Off, a drain runs ~1.3x faster (bench/NOTES.md §3),
+      and a server crash may forget the last fraction of a second of those writes: a job may
+      then run twice, even at the same time on two workers until the first one's heartbeat
+      finds its lease gone. A worker crash loses nothing either way.
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -53,7 +54,7 @@ class WorkerSettings(BaseSettings):
     extra_registries: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
-    synchronous_commit: bool = False
+    synchronous_commit: bool = True
 
     @field_validator("extra_registries", mode="before")
     @classmethod
