@@ -58,7 +58,9 @@ def wait_until(predicate: Callable[[], object], timeout: float, what: str) -> No
 
 
 class WorkerProcess:
-    """One ``python -m jobs_worker`` serving the Imports types, with its log file."""
+    """One ``python -m jobs_worker`` with its log file: it serves the Imports types with nothing
+    to configure (the shipped modules are built by the worker), in small batches
+    (``JOBS_IMPORTS_BATCH_SIZE``) so an import spans many transactions."""
 
     def __init__(self, url: str, data_dir: Path, log_path: Path) -> None:
         self.log_path = log_path
@@ -67,7 +69,6 @@ class WorkerProcess:
             {
                 "JOBS_DATABASE_URL": url,
                 "JOBS_DATA_DIR": str(data_dir),
-                "JOBS_EXTRA_REGISTRIES": "tests.imports.worker_registry:registry",
                 "JOBS_IMPORTS_BATCH_SIZE": str(BATCH),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
                 **PACE,

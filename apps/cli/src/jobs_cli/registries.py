@@ -3,8 +3,9 @@
 - ``jobs_worker.registries`` owns the list of registries that need nothing but an import: the
   demo types and a deployment's ``JOBS_EXTRA_REGISTRIES``;
 - the shipped modules whose handlers need the database (``jobs_imports``) are built here, on
-  an engine, because the CLI is the deployable that composes them: ``jobs worker`` runs their
-  types, ``jobs api`` serves their routes (``SHIPPED_MODULES``), ``jobs enqueue`` accepts them.
+  an engine, for what the CLI itself composes: ``jobs api`` serves their routes
+  (``shipped_modules``), ``jobs enqueue`` accepts their types. ``jobs worker`` leaves them to
+  the worker, which builds them the same way (``jobs_worker.registries.shipped_registries``).
 """
 
 from __future__ import annotations

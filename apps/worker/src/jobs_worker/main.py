@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import ExitStack
 from types import FrameType
 from typing import Any
 
@@ -27,7 +28,12 @@ from pydantic import ValidationError
 
 from jobs_worker.containers import build_container
 from jobs_worker.logs import configure_logging, log_event
-from jobs_worker.registries import RegistryLoadError, worker_registry
+from jobs_worker.registries import (
+    RegistryLoadError,
+    compose,
+    shipped_registries,
+    worker_registry,
+)
 from jobs_worker.settings import WorkerSettings
 from jobs_worker.worker import Worker
 
@@ -49,6 +55,7 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
   JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
   JOBS_SYNCHRONOUS_COMMIT --synchronous-commit
+  JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
 
 signals:
   SIGTERM/SIGINT once: stop claiming, let running jobs finish, exit 0. Twice (or when the grace
@@ -244,13 +251,17 @@ def run_worker(
     settings: WorkerSettings | None = None,
     handle_signals: bool = True,
     configure_logs: bool = True,
+    shipped_modules: bool = True,
 ) -> int:
     """Run a worker until it is stopped; the process exit code.
 
     ``settings`` default to the environment's; ``concurrency`` overrides theirs;
     ``extra_registries`` (registries or ``module:attribute`` paths) add job types to the
-    modules' (and the demo types with ``demo_types``). Raises :class:`ConfigurationError` for
-    invalid settings or a registry that cannot be loaded.
+    modules' (and the demo types with ``demo_types``). With ``shipped_modules`` the types of the
+    shipped modules whose handlers need the database (``import_csv``, ``map_reconcile``) are
+    built on an engine of their own (:func:`~jobs_worker.registries.shipped_registries`), so
+    ``python -m jobs_worker`` and ``jobs worker`` run the same types. Raises
+    :class:`ConfigurationError` for invalid settings or a registry that cannot be loaded.
     """
     try:
         settings = settings or WorkerSettings()
@@ -263,9 +274,7 @@ def run_worker(
     if configure_logs:
         configure_logging(settings.log_level, settings.log_format)
     try:
-        registry = worker_registry(
-            settings.demo_types, [*settings.extra_registries, *extra_registries]
-        )
+        base = worker_registry(settings.demo_types, [*settings.extra_registries, *extra_registries])
     except (RegistryLoadError, DuplicateJobType) as error:
         raise ConfigurationError(str(error)) from None
     if settings.effective_heartbeat_s < settings.heartbeat_s:
@@ -277,14 +286,28 @@ def run_worker(
             asked=settings.heartbeat_s,
             reason="a heartbeat must come well within the sweep threshold",
         )
-    container = build_container(settings, registry)
-    try:
-        worker = container.worker()
-        if handle_signals and threading.current_thread() is threading.main_thread():
-            return _run_with_signals(worker)
-        return worker.run()
-    finally:
-        container.shutdown_resources()
+    with ExitStack() as modules:
+        registry = base
+        if shipped_modules:
+            from jobs_postgres.database import resolve_database_url
+
+            # Resolved once here (the embedded server starts now when no URL is set), so the
+            # modules' engine and the worker's reach the same database.
+            url = resolve_database_url(settings.database_url, settings.data_dir)
+            settings = settings.model_copy(update={"database_url": url})
+            try:
+                shipped = modules.enter_context(shipped_registries(url, settings.data_dir))
+                registry = compose([base, *shipped])
+            except (ValueError, DuplicateJobType) as error:  # a module's setting; a type twice
+                raise ConfigurationError(str(error)) from None
+        container = build_container(settings, registry)
+        try:
+            worker = container.worker()
+            if handle_signals and threading.current_thread() is threading.main_thread():
+                return _run_with_signals(worker)
+            return worker.run()
+        finally:
+            container.shutdown_resources()
 
 
 def _run_with_signals(worker: Worker) -> int:

@@ -31,9 +31,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "FIELD_NAMES",
@@ -199,6 +200,10 @@ def _sql_string(value: str) -> str:
 
 
 def _connect() -> duckdb.DuckDBPyConnection:
+    # Imported on first use: loading DuckDB's library takes ~0.4 s, which a worker that never
+    # runs an import (and every API or CLI start) should not pay.
+    import duckdb
+
     # One thread and a small memory budget: the reader is a stream, not an analytic query, and it
     # shares the worker process with the job's other slots. DuckDB keeps freed buffers up to its
     # memory limit, so the limit is what bounds the reader's footprint (measured: about 60 MB on
@@ -211,6 +216,8 @@ def detect_format(path: Path) -> CsvFormat | None:
 
     Raises :class:`ImportFileError` for a file that is not CSV text or has no url column.
     """
+    import duckdb
+
     with path.open("rb") as handle:
         prefix = handle.read(_SNIFF_BYTES)
     if not prefix.strip() or prefix.strip() in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE):
@@ -376,6 +383,8 @@ def _records_query(path: Path, fmt: CsvFormat) -> str:
 
 def count_records(path: Path, fmt: CsvFormat) -> int:
     """How many records follow the header (the ``total`` of the import's progress)."""
+    import duckdb
+
     with _connect() as con:
         try:
             row = con.execute(f"SELECT count(*) FROM {_read_csv(path, fmt)}").fetchone()
@@ -395,6 +404,8 @@ def iter_batches(
     records is held in Python at a time. ``parallel=false`` keeps the record order, hence the
     line numbers, identical from one run to the next — what makes ``start`` a safe resume point.
     """
+    import duckdb
+
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     query = _records_query(path, fmt)

@@ -16,6 +16,7 @@ the result in its registry. Nothing connects at import time.
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ __all__ = [
     "RECONCILE",
     "ImportsModule",
     "UuidFields",
+    "batch_size_from_environment",
     "build_module",
     "build_registry",
     "registry_from_settings",
@@ -148,11 +150,35 @@ def build_module(
     return ImportsModule(service=service, registry=registry)
 
 
+BATCH_SIZE_VARIABLE = "JOBS_IMPORTS_BATCH_SIZE"
+DEFAULT_BATCH_SIZE = 5000
+
+
+def batch_size_from_environment() -> int:
+    """Rows per transaction of ``import_csv``: ``JOBS_IMPORTS_BATCH_SIZE``, default 5000.
+
+    Raises ``ValueError`` naming the variable when it is not a positive integer.
+    """
+    text = os.environ.get(BATCH_SIZE_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_BATCH_SIZE
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{BATCH_SIZE_VARIABLE}: not a positive integer: {text!r}")
+    return value
+
+
 def build_registry(
-    engine: Engine, data_dir: Path, *, clock: Clock | None = None, batch_size: int = 5000
+    engine: Engine, data_dir: Path, *, clock: Clock | None = None, batch_size: int | None = None
 ) -> Registry:
     """The module's registry (``import_csv``, ``map_reconcile``) bound to ``engine`` and
-    ``data_dir``: what a worker includes."""
+    ``data_dir``: what a worker includes (``batch_size`` default: the environment's,
+    :func:`batch_size_from_environment`)."""
+    if batch_size is None:
+        batch_size = batch_size_from_environment()
     return build_module(engine, data_dir, clock=clock, batch_size=batch_size).registry
 
 

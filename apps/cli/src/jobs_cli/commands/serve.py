@@ -129,18 +129,9 @@ def worker(args: argparse.Namespace, settings: CliSettings) -> int:
     if getattr(args, "demo_types", None) is None:
         overrides["demo_types"] = settings.demo_types
     worker_settings = worker_settings.model_copy(update=overrides)
-    from jobs_postgres.database import create_engine
-
-    from jobs_cli.registries import database_registries
-
-    # The shipped modules' handlers (import_csv, map_reconcile) use an engine of their own; the
-    # worker's container keeps its own for claims and finishes.
-    engine = create_engine(str(resolved.database_url))
+    # The worker builds the shipped modules' types (import_csv, map_reconcile) itself, on an
+    # engine of their own, as `python -m jobs_worker` does.
     try:
-        return run_worker(
-            settings=worker_settings, extra_registries=database_registries(settings, engine)
-        )
+        return run_worker(settings=worker_settings)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
-    finally:
-        engine.dispose()

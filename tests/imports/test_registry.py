@@ -1,0 +1,62 @@
+"""The module's registry as a worker builds it: its types, and its one setting."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from jobs_imports.registry import (
+    DEFAULT_BATCH_SIZE,
+    batch_size_from_environment,
+    build_registry,
+)
+from jobs_worker.registries import shipped_registries
+from sqlalchemy import Engine
+
+
+def test_the_batch_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JOBS_IMPORTS_BATCH_SIZE", raising=False)
+    assert batch_size_from_environment() == DEFAULT_BATCH_SIZE
+    monkeypatch.setenv("JOBS_IMPORTS_BATCH_SIZE", " 250 ")
+    assert batch_size_from_environment() == 250
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten", "1.5"])
+def test_a_bad_batch_size_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, bad: str) -> None:
+    monkeypatch.setenv("JOBS_IMPORTS_BATCH_SIZE", bad)
+    with pytest.raises(ValueError, match="JOBS_IMPORTS_BATCH_SIZE: not a positive integer"):
+        batch_size_from_environment()
+
+
+def test_build_registry_declares_both_types(pg_engine: Engine, tmp_path: Path) -> None:
+    registry = build_registry(pg_engine, tmp_path, batch_size=10)
+    assert set(registry.names()) == {"import_csv", "map_reconcile"}
+
+
+def test_the_worker_builds_the_shipped_module_on_an_engine_of_its_own(
+    pg_url: str, tmp_path: Path
+) -> None:
+    with shipped_registries(pg_url, tmp_path) as registries:
+        names = {name for registry in registries for name in registry.names()}
+    assert {"import_csv", "map_reconcile"} <= names
+
+
+def test_python_m_jobs_worker_refuses_a_bad_module_setting_in_one_line(pg_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
+    env.update({"JOBS_DATABASE_URL": pg_url, "JOBS_IMPORTS_BATCH_SIZE": "zero"})
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs_worker"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "jobs worker: JOBS_IMPORTS_BATCH_SIZE: not a positive integer: 'zero'"
+    )
+    assert "Traceback" not in done.stderr
