@@ -227,3 +227,16 @@ def test_uuid7_is_version_7_and_time_ordered() -> None:
     millis = [i.int >> 80 for i in ids]
     assert millis == sorted(millis)
     assert len(set(ids)) == 1000
+
+
+def test_new_jobs_are_the_new_job_of_each_spec() -> None:
+    specs = [
+        NewJob("org", "a", {"i": 1}),
+        NewJob("org", "b", {"i": 2}, "key", DedupScope.ACTIVE, 7, NOW + timedelta(seconds=5)),
+    ]
+    ids = [uuid7(), uuid7()]
+    jobs = domain.new_jobs(specs, ids, NOW)
+    assert jobs == [domain.new_job(s, i, NOW) for s, i in zip(specs, ids, strict=True)]
+    assert jobs[0].payload is not specs[0].payload  # the job's own copy
+    with pytest.raises(ValueError, match="shorter"):
+        domain.new_jobs(specs, ids[:1], NOW)

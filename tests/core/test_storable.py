@@ -39,3 +39,42 @@ def test_enqueue_refuses_them_as_an_invalid_payload_or_key() -> None:
     assert caught.value.errors[0]["loc"] == ["s"]
     with pytest.raises(ValueError, match="NUL"):
         registry.new_job("org", "t", {}, dedup_key="k\x00")
+
+
+@pytest.mark.parametrize(
+    ("document", "loc", "kind"),
+    [
+        # flat documents: the fast check of a flat payload must still find each of these
+        ({"k\x00": 1}, [], "nul"),
+        ({"a": 1, "b": "x\x00"}, ["b"], "nul"),
+        ({"a": True, "n": None, "f": -math.inf}, ["f"], "finite_number"),
+        ({"f": math.nan}, ["f"], "finite_number"),
+        ({"t": ("a\x00",)}, ["t", 0], "nul"),
+    ],
+)
+def test_flat_documents_are_checked_alike(
+    document: dict[str, Any], loc: list[Any], kind: str
+) -> None:
+    [error] = unstorable(document)
+    assert error["loc"] == loc
+    assert error["type"] == kind
+
+
+def test_enqueue_of_many_checks_each_payload_as_one_by_one() -> None:
+    registry = Registry()
+    registry.register(JobType("t", lambda ctx: None, max_attempts=5))
+    payloads: list[dict[str, Any]] = [{"i": i, "s": "x", "f": 1.5} for i in range(5)]
+    keys = [None, "a", None, "b", None]
+    assert registry.new_jobs("org", "t", payloads, dedup_keys=keys) == [
+        registry.new_job("org", "t", p, dedup_key=k) for p, k in zip(payloads, keys, strict=True)
+    ]
+    with pytest.raises(PayloadInvalid) as caught:
+        registry.new_jobs("org", "t", [{"i": 1}, {"i": 2}, {"i": math.nan}])
+    assert caught.value.errors[0]["loc"] == ["i"]
+    with pytest.raises(PayloadInvalid):
+        registry.new_jobs("org", "t", [{"i": 1}, "not a mapping"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="NUL"):
+        registry.new_jobs("org", "t", [{}, {}], dedup_keys=[None, "k\x00"])
+    with pytest.raises(ValueError, match="org_id"):
+        registry.new_jobs("", "t", [{}])
+    assert registry.new_jobs("org", "t", []) == []

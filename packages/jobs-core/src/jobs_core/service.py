@@ -98,15 +98,7 @@ class JobService:
         dedup_keys: Sequence[str | None] | None = None,
     ) -> list[Job]:
         """Enqueue many jobs of one type in one round trip; jobs whose key is held are skipped."""
-        specs = [
-            self.registry.new_job(
-                org_id,
-                type_name,
-                payload,
-                dedup_key=None if dedup_keys is None else dedup_keys[i],
-            )
-            for i, payload in enumerate(payloads)
-        ]
+        specs = self.registry.new_jobs(org_id, type_name, payloads, dedup_keys=dedup_keys)
         if dedup_keys is not None and len(dedup_keys) != len(specs):
             raise ValueError("dedup_keys must have one entry per payload")
         return self.store.insert_many(specs, self.clock.now())

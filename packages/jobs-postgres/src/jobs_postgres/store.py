@@ -286,12 +286,11 @@ class PostgresJobStore:
         if not new:
             return []
         ids = ascending_uuid7s(len(new))
-        payloads = [_payload_json(n.payload) for n in new]
+        encode = _payloads_encoder()
+        payloads = [encode(n.payload) for n in new]
         if len(new) >= COPY_UNKEYED_FROM and all(spec.dedup_key is None for spec in new):
             self._copy_into_jobs(new, ids, payloads, now)
-            return [
-                domain.new_job(spec, job_id, now) for spec, job_id in zip(new, ids, strict=True)
-            ]
+            return domain.new_jobs(new, ids, now)
         if len(new) < COPY_FROM:
             rows = self._rows(
                 sql.INSERT_MANY,
@@ -310,11 +309,12 @@ class PostgresJobStore:
         else:
             rows = self._copy_insert(new, ids, payloads, now)
         keyed = set(rows[0][0] or ())
-        return [
-            domain.new_job(spec, job_id, now)
+        kept = [
+            (spec, job_id)
             for spec, job_id in zip(new, ids, strict=True)
             if spec.dedup_key is None or job_id in keyed
         ]
+        return domain.new_jobs((spec for spec, _ in kept), (job_id for _, job_id in kept), now)
 
     def _copy_into_jobs(
         self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
@@ -718,6 +718,32 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))
 def _payload_json(payload: Mapping[str, Any]) -> str:
     """A payload as JSON; a value JSON cannot hold is the caller's error (``TypeError``)."""
     return _COMPACT.encode(dict(payload))
+
+
+def _payloads_encoder() -> Callable[[Mapping[str, Any]], str]:
+    """:func:`_payload_json` for the payloads of one batch: ``JSONEncoder.encode`` makes a new
+    C encoder per call (two thirds of the time of a small payload); this one is made once, with
+    the same options (compact, ASCII, circular references checked), when the C accelerator is
+    there."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return _payload_json
+    encoder = make(
+        {},  # the markers of the circular-reference check, emptied after each document
+        _COMPACT.default,
+        json.encoder.encode_basestring_ascii,
+        None,  # no indent
+        ":",
+        ",",
+        False,  # sort_keys
+        False,  # skipkeys
+        True,  # allow_nan: the registry refused NaN and infinity already
+    )
+
+    def encode(payload: Mapping[str, Any]) -> str:
+        return "".join(encoder(dict(payload), 0))
+
+    return encode
 
 
 def _document_json(document: object) -> str:
