@@ -2,7 +2,7 @@
 # Opt-in: jobs side by side with pgqueuer, procrastinate and oban, measured by the shared peer
 # harness (../shared/bench/peers, read-only) in the same run, on the same PostgreSQL.
 #
-#   bench/peers.sh                       # RUNS=3 rounds, N=10,000: ~12 minutes on 2 cores
+#   bench/peers.sh                       # RUNS=3 rounds, N=10,000: ~17 minutes on 2 cores
 #   RUNS=1 BENCH_N=2000 bench/peers.sh   # a quick look
 #
 # The peers are installed by the harness's setup_venvs.sh into throwaway virtualenvs under
