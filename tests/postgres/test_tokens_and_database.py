@@ -19,6 +19,8 @@ from jobs_postgres.tokens import PostgresTokenStore, TokenRecord
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import Engine, text
 
+from tests.postgres.proxy import CuttingProxy
+
 
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
@@ -60,8 +62,6 @@ def test_a_token_lookup_whose_connection_is_lost_is_retried_once(
 ) -> None:
     # Cut before the server sees the SELECT: the pooled connection is lost without a word,
     # which no checkout check can see; the lookup answers from a fresh connection.
-    from tests.postgres.test_store import CuttingProxy
-
     PostgresTokenStore(pg_engine).create("org-a", _hash("cut"), None, clock.now())
     proxy = CuttingProxy(pg_url, b"api_tokens", after_reply=False)
     engine = create_engine(proxy.url, pool_size=2)

@@ -1,0 +1,90 @@
+"""A TCP proxy between a test and the PostgreSQL server that loses one connection on purpose:
+what a network cut or a server crash does to a client, at a chosen message."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+from sqlalchemy import make_url
+
+
+class CuttingProxy:
+    """A TCP proxy to the test server that cuts, once, the connection carrying ``marker``:
+    before the server sees that message, or (``after_reply``) once the server has answered it
+    in full (ReadyForQuery: a statement in autocommit has committed) without passing the
+    answer on. Every other connection and message goes through untouched."""
+
+    def __init__(self, pg_url: str, marker: bytes, *, after_reply: bool) -> None:
+        target = make_url(pg_url)
+        host = target.query.get("host") or target.host or "127.0.0.1"
+        port = target.port or 5432
+        self._target: tuple[int, Any] = (
+            (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}")
+            if str(host).startswith("/")
+            else (socket.AF_INET, (host, port))
+        )
+        self._marker = marker
+        self._after_reply = after_reply
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = (
+            target.set(host="127.0.0.1", port=self._listener.getsockname()[1], query={})
+        ).render_as_string(hide_password=False)
+        self.cut = threading.Event()
+        self._sockets: list[socket.socket] = [self._listener]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self._listener.accept()
+                server = socket.socket(self._target[0], socket.SOCK_STREAM)
+                server.connect(self._target[1])
+                self._sockets += [client, server]
+                dropping = threading.Event()
+                threading.Thread(
+                    target=self._upstream, args=(client, server, dropping), daemon=True
+                ).start()
+                threading.Thread(
+                    target=self._downstream, args=(server, client, dropping), daemon=True
+                ).start()
+
+    def _upstream(
+        self, client: socket.socket, server: socket.socket, drop: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if self._marker in data and not self.cut.is_set():
+                    self.cut.set()
+                    if not self._after_reply:
+                        break  # the server never sees it
+                    drop.set()
+                server.sendall(data)
+        if not drop.is_set():
+            _close(client, server)
+
+    def _downstream(
+        self, server: socket.socket, client: socket.socket, drop: threading.Event
+    ) -> None:
+        with contextlib.suppress(OSError):
+            while data := server.recv(65536):
+                if drop.is_set():
+                    if b"Z\x00\x00\x00\x05" in data:  # ReadyForQuery: answered in full
+                        break
+                    continue
+                client.sendall(data)
+        _close(client, server)
+
+
+def _close(*sockets: socket.socket) -> None:
+    for sock in sockets:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
