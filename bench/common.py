@@ -194,11 +194,20 @@ def as_url(conninfo_or_url: str) -> str:
     """A ``postgresql://`` URL (SQLAlchemy and the jobs settings want one, not key=value)."""
     if conninfo_or_url.startswith(("postgresql://", "postgres://")):
         return conninfo_or_url
+    from sqlalchemy.engine import URL
+
     p = conninfo.conninfo_to_dict(conninfo_or_url)
-    password = f":{p['password']}" if p.get("password") else ""
-    host = p.get("host", "127.0.0.1")
-    port = p.get("port", "5432")
-    return f"postgresql://{p.get('user', 'postgres')}{password}@{host}:{port}/{p['dbname']}"
+    host = str(p.get("host", "127.0.0.1"))
+    socket_dir = host.startswith("/")  # a unix socket (the embedded server): ?host=<dir>
+    return URL.create(
+        "postgresql",
+        username=str(p.get("user", "postgres")),
+        password=str(p["password"]) if p.get("password") else None,
+        host=None if socket_dir else host,
+        port=int(str(p.get("port") or 5432)),
+        database=str(p["dbname"]),
+        query={"host": host} if socket_dir else {},
+    ).render_as_string(hide_password=False)
 
 
 def recreate_database(server_url: str, dbname: str, template: str | None = None) -> str:
