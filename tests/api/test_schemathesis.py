@@ -18,27 +18,51 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 EXAMPLES_PER_OPERATION = 40
 
+_ANY_TEXT = {"type": "string"}
+_ANNOTATIONS = {"description", "title"}
+
+
+def _accepts_invalid_input(operation: Any) -> bool:
+    """Whether some request to ``operation`` breaks its schema once sent over HTTP.
+
+    A body can always be wrong. A path or query parameter can only be wrong if its schema says
+    more than "any text": every value travels as text, so a string parameter without a format,
+    a pattern or a length admits whatever a client sends (a malformed job id is a 404 by design,
+    exactly like an absent one).
+    """
+    if operation.body:
+        return True
+    for parameter in operation.iter_parameters():
+        schema = parameter.definition.get("schema", {})
+        if {k: v for k, v in schema.items() if k not in _ANNOTATIONS} != _ANY_TEXT:
+            return True
+    return False
+
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_every_operation_honours_the_schema(
     app: FastAPI, as_a: dict[str, str], mode: GenerationMode
 ) -> None:
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    # The test sends a valid token itself (``headers=as_a``): were schemathesis to generate the
+    # bearer header too, a negative case whose only invalid part is that header would be sent
+    # valid, and its 200 reported as "accepted negative data" (the flaky GET /jobs?type=false).
+    # Missing and malformed tokens have their own test (tests/api/test_routes.py, 401s alike).
+    schema.config.generation.update(with_security_parameters=False)
     operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
     assert len(operations) == 8
 
     seen: dict[str, set[int]] = defaultdict(set)
     for operation in operations:
-        if mode is GenerationMode.NEGATIVE and not (
-            list(operation.iter_parameters()) or operation.body
-        ):
-            continue  # /healthz takes nothing: there is no invalid request to make
+        if mode is GenerationMode.NEGATIVE and not _accepts_invalid_input(operation):
+            continue  # e.g. /healthz, GET /jobs/{job_id}: there is no invalid request to make
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
             max_examples=EXAMPLES_PER_OPERATION,
             deadline=None,
             database=None,
+            derandomize=True,
             suppress_health_check=list(HealthCheck),
         )
         def check(case: schemathesis.Case[Any]) -> None:
@@ -57,4 +81,6 @@ def test_every_operation_honours_the_schema(
         assert 202 in seen["POST /jobs"], seen
         assert 200 in seen["GET /jobs"], seen
     else:
-        assert all(code >= 400 for code in seen["GET /jobs/{job_id}"]), seen
+        # Each operation that has an invalid request got some, and every one was refused.
+        assert {"POST /jobs", "GET /jobs"} <= seen.keys(), seen
+        assert all(code >= 400 for codes in seen.values() for code in codes), seen
