@@ -16,6 +16,8 @@ from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+pytestmark = pytest.mark.slow  # ~20 s: 40 generated requests per operation and mode
+
 EXAMPLES_PER_OPERATION = 40
 
 _ANY_TEXT = {"type": "string"}

@@ -284,6 +284,7 @@ def _reset(engine: Engine) -> None:
         conn.execute(text("TRUNCATE import_rows, imports, pages, site_targets, jobs"))
 
 
+@pytest.mark.slow
 @settings(
     max_examples=30,
     deadline=None,
@@ -349,6 +350,7 @@ ACTION: st.SearchStrategy[tuple[str, list[str]]] = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=8,
     deadline=None,
