@@ -46,6 +46,6 @@ def build_registry(settings: CliSettings, engine: Engine | None = None) -> Regis
     if engine is not None:
         extra.extend(database_registries(settings, engine))
     try:
-        return worker_registry(settings.demo_types, extra)
+        return worker_registry(settings.demo_types, extra, handlers_dir=settings.handlers_dir)
     except RegistryLoadError as exc:
         raise UsageError(f"JOBS_EXTRA_REGISTRIES: {exc}") from None

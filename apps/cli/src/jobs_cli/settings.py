@@ -43,6 +43,13 @@ def project_root(start: Path | None = None) -> Path | None:
     return None
 
 
+def example_handlers_dir(start: Path | None = None) -> Path | None:
+    """The example subprocess handlers shipped in the project (``examples/handlers``), if any."""
+    root = project_root(start)
+    candidate = root / "examples" / "handlers" if root is not None else None
+    return candidate if candidate is not None and candidate.is_dir() else None
+
+
 def default_data_dir(start: Path | None = None) -> Path:
     """``.data`` under the project (ignored by git), or under the current directory outside it."""
     root = project_root(start)
@@ -59,7 +66,9 @@ class CliSettings:
       embedded server (a development database) and off for a real one;
     - ``extra_registries`` (``JOBS_EXTRA_REGISTRIES``): comma-separated ``module:attribute``
       paths of a deployment's own registries, served besides the shipped modules;
-    - ``debug`` (``JOBS_DEBUG``): print tracebacks on errors.
+    - ``debug`` (``JOBS_DEBUG``): print tracebacks on errors;
+    - ``handlers_dir`` (``JOBS_HANDLERS_DIR``): manifest-declared subprocess types; when unset
+      and the demo types are on, the project's ``examples/handlers`` (if there).
     """
 
     database_url: str | None
@@ -68,6 +77,7 @@ class CliSettings:
     demo_types_explicit: bool
     debug: bool
     extra_registries: tuple[str, ...] = ()
+    handlers_dir: Path | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> CliSettings:
@@ -83,7 +93,12 @@ class CliSettings:
         extra = tuple(
             part.strip() for part in env.get("JOBS_EXTRA_REGISTRIES", "").split(",") if part.strip()
         )
+        raw_handlers = env.get("JOBS_HANDLERS_DIR", "").strip()
+        handlers = Path(raw_handlers).expanduser().resolve() if raw_handlers else None
+        if handlers is None and demo:
+            handlers = example_handlers_dir()
         return cls(
+            handlers_dir=handlers,
             database_url=url,
             data_dir=data_dir,
             demo_types=demo,

@@ -55,6 +55,9 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
   JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
   JOBS_SYNCHRONOUS_COMMIT --synchronous-commit
+  JOBS_HANDLERS_DIR       --handlers-dir (a directory of <id>/manifest.yaml subprocess handlers)
+  JOBS_ISOLATED_TYPES     types run in a child process (comma-separated; default import_csv; - none)
+  JOBS_CHILD_KILL_GRACE_S seconds between SIGTERM and SIGKILL of an isolated child (default 5)
   JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
 
 signals:
@@ -193,6 +196,13 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         "faster but such a crash may then run a job twice (JOBS_SYNCHRONOUS_COMMIT, default on)",
     )
     group.add_argument(
+        "--handlers-dir",
+        dest="handlers_dir",
+        metavar="DIR",
+        help="also run the subprocess handlers declared by DIR/<id>/manifest.yaml "
+        "(JOBS_HANDLERS_DIR, default none)",
+    )
+    group.add_argument(
         "--log-format",
         choices=["text", "json"],
         help="text (key=value) or json lines (JOBS_LOG_FORMAT, default text)",
@@ -212,6 +222,7 @@ _OPTION_FIELDS = (
     "log_level",
     "log_format",
     "synchronous_commit",
+    "handlers_dir",
 )
 
 
@@ -274,7 +285,11 @@ def run_worker(
     if configure_logs:
         configure_logging(settings.log_level, settings.log_format)
     try:
-        base = worker_registry(settings.demo_types, [*settings.extra_registries, *extra_registries])
+        base = worker_registry(
+            settings.demo_types,
+            [*settings.extra_registries, *extra_registries],
+            handlers_dir=settings.handlers_dir,
+        )
     except (RegistryLoadError, DuplicateJobType) as error:
         raise ConfigurationError(str(error)) from None
     if settings.effective_heartbeat_s < settings.heartbeat_s:
@@ -300,6 +315,7 @@ def run_worker(
                 registry = compose([base, *shipped])
             except (ValueError, DuplicateJobType) as error:  # a module's setting; a type twice
                 raise ConfigurationError(str(error)) from None
+        registry = isolate_types(registry, settings, extra_registries, shipped_modules)
         container = build_container(settings, registry)
         try:
             worker = container.worker()
@@ -308,6 +324,31 @@ def run_worker(
             return worker.run()
         finally:
             container.shutdown_resources()
+
+
+def isolate_types(
+    registry: Registry,
+    settings: WorkerSettings,
+    extra_registries: Sequence[Registry | str],
+    shipped_modules: bool,
+) -> Registry:
+    """``registry`` with the types of ``JOBS_ISOLATED_TYPES`` run in a child process
+    (:mod:`jobs_worker.isolation`)."""
+    if not settings.isolated_types:
+        return registry
+    from jobs_worker.isolation import child_registries_from, isolate
+
+    recipe = child_registries_from(
+        demo_types=settings.demo_types,
+        extra_registries=[*settings.extra_registries, *extra_registries],
+        handlers_dir=settings.handlers_dir,
+        database_url=settings.database_url,
+        data_dir=settings.data_dir,
+        shipped_modules=shipped_modules,
+    )
+    return isolate(
+        registry, settings.isolated_types, recipe, kill_grace_s=settings.child_kill_grace_s
+    )
 
 
 def _run_with_signals(worker: Worker) -> int:

@@ -104,8 +104,16 @@ def compose(registries: Iterable[Registry], name: str = "worker") -> Registry:
     return composed
 
 
-def worker_registry(demo_types: bool, extra: Sequence[str | Registry] = ()) -> Registry:
-    """The registry a worker runs: the modules', the demo types if asked, and ``extra``
-    (registries, or ``module:attribute`` paths to load)."""
+def worker_registry(
+    demo_types: bool, extra: Sequence[str | Registry] = (), *, handlers_dir: Path | None = None
+) -> Registry:
+    """The registry a worker runs: the modules', the demo types if asked, ``extra``
+    (registries, or ``module:attribute`` paths to load), and the manifest-declared types of
+    ``handlers_dir`` (an invalid manifest is logged and skipped: :mod:`jobs_worker.manifests`)."""
     loaded = [item if isinstance(item, Registry) else load_registry(item) for item in extra]
-    return compose([*module_registries(demo_types), *loaded])
+    composed = compose([*module_registries(demo_types), *loaded])
+    if handlers_dir is not None:
+        from jobs_worker.manifests import load_handlers
+
+        composed.include(load_handlers(Path(handlers_dir), taken=composed.names()))
+    return composed

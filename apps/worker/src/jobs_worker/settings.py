@@ -30,6 +30,11 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_EXTRA_REGISTRIES``: comma-separated ``module:attribute`` paths of more registries
       (a deployment's own job types, without editing this package).
     - ``JOBS_LOG_LEVEL`` / ``JOBS_LOG_FORMAT``: ``text`` (key=value) or ``json`` lines.
+    - ``JOBS_HANDLERS_DIR``: a directory of ``<id>/manifest.yaml`` subprocess handlers
+      (docs/subprocess-protocol.md); unset, none.
+    - ``JOBS_ISOLATED_TYPES``: comma-separated types whose Python handler runs in a child process
+      (default ``import_csv``; ``-`` for none).
+    - ``JOBS_CHILD_KILL_GRACE_S``: between the SIGTERM and the SIGKILL of an isolated child.
     - ``JOBS_SYNCHRONOUS_COMMIT``: whether the worker's writes (claims, outcomes, heartbeats)
       wait for their WAL flush. On by default: a claim the worker acts on survives a crash of
       the PostgreSQL server, so a running job is never claimed a second time while its first
@@ -55,6 +60,16 @@ class WorkerSettings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     synchronous_commit: bool = True
+    handlers_dir: Path | None = None
+    isolated_types: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["import_csv"])
+    child_kill_grace_s: float = Field(default=5.0, ge=0)
+
+    @field_validator("isolated_types", mode="before")
+    @classmethod
+    def _split_types(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip() not in ("", "-")]
+        return value
 
     @field_validator("extra_registries", mode="before")
     @classmethod

@@ -64,6 +64,7 @@ class JobType:
     protected: bool = False
     public: bool = False
     description: str = ""
+    applies_to: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -81,7 +81,8 @@ def short_error(error: BaseException) -> str:
 def _call(job_type: JobType, ctx: JobContext) -> HandlerResult:
     if inspect.iscoroutinefunction(job_type.handler):
         return _call_async(job_type, ctx)
-    if job_type.timeout_s is None:
+    if job_type.timeout_s is None or getattr(job_type.handler, "enforces_timeout", False):
+        # a handler that enforces the timeout itself (a child process it can kill)
         return _expect_sync(job_type.handler(ctx))
     return _call_sync_with_timeout(job_type, ctx, job_type.timeout_s)
 

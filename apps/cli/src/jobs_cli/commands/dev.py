@@ -29,12 +29,13 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 
 from jobs_cli import db, process
 from jobs_cli.commands.admin import issue, migrate_url
 from jobs_cli.errors import CliError, UsageError, redact_url
-from jobs_cli.settings import CliSettings
+from jobs_cli.settings import CliSettings, example_handlers_dir
 
 STOP_MARGIN_S = 10.0
 """How long the children get after SIGTERM beyond the worker's own shutdown grace period (it
@@ -159,6 +160,7 @@ def _banner(base: str, token: str, org: str, settings: CliSettings, url: str) ->
             f"  database  {database}",
             f"  API       {base}  (docs: {base}/docs)",
             f"  worker    demo types: {DEMO_TYPES}",
+            f"  handlers  {dev_handlers_dir(settings) or 'none (JOBS_HANDLERS_DIR)'}",
             f"  org       {org}",
             "",
             "Try it:",
@@ -173,6 +175,11 @@ def _banner(base: str, token: str, org: str, settings: CliSettings, url: str) ->
     )
 
 
+def dev_handlers_dir(settings: CliSettings) -> Path | None:
+    """``JOBS_HANDLERS_DIR``, else the project's example handlers (``jobs dev`` serves them)."""
+    return settings.handlers_dir or example_handlers_dir()
+
+
 def _child_env(settings: CliSettings, url: str) -> dict[str, str]:
     env = dict(os.environ)
     for name, value in DEV_DEFAULTS.items():
@@ -180,6 +187,9 @@ def _child_env(settings: CliSettings, url: str) -> dict[str, str]:
     env["JOBS_DATABASE_URL"] = url
     env["JOBS_DATA_DIR"] = str(settings.data_dir)
     env["JOBS_DEMO_TYPES"] = "1"
+    handlers = dev_handlers_dir(settings)
+    if handlers is not None:
+        env["JOBS_HANDLERS_DIR"] = str(handlers)
     return env
 
 
