@@ -143,6 +143,7 @@ class _Attempt:
         self._fraction = 0.0
         self._stage = ""
         self._checkpoint: dict[str, Any] | None = None
+        self._unwritten = False  # the last PROGRESS line fell in the throttle
         job = ctx.job
         if spec.context_mode:
             checkpoint = dict(job.progress) if job.progress else None
@@ -183,6 +184,8 @@ class _Attempt:
             if process.poll() is None:
                 process.wait()
             watcher.forget(pgid)
+        if self._unwritten and stopped_for is None:
+            self._write_progress(force=True)  # where the child got to, not a throttled past
         return self._outcome(process.returncode, stopped_for)
 
     def _communicate(self, process: subprocess.Popen[bytes]) -> str | None:
@@ -317,7 +320,7 @@ class _Attempt:
         extra: dict[str, Any] = {"stage": self._stage}
         if self._checkpoint is not None:
             extra["checkpoint"] = self._checkpoint
-        self.ctx.report_progress(self._fraction, 1, force=force, **extra)
+        self._unwritten = not self.ctx.report_progress(self._fraction, 1, force=force, **extra)
 
     # -- the outcome ----------------------------------------------------------------------------
     def _outcome(self, returncode: int, stopped_for: str | None) -> dict[str, Any]:
