@@ -82,7 +82,8 @@ def test_the_noop_example_reports_progress_then_its_report() -> None:
     assert done.report == {"slept_s": 3.0, "entities": [], "relations": [], "notes": ""}
     assert any(p.get("stage") == "sleeping" and 0 < p["done"] < 1 for p in seen), seen
     assert done.payload == {"seconds": 3}
-    assert done.progress is not None and done.progress["done"] == 1.0
+    assert done.progress is not None
+    assert done.progress["done"] == 1.0
 
 
 def test_the_shell_example_reports_and_saves_a_checkpoint_the_retry_receives() -> None:
@@ -97,8 +98,10 @@ def test_the_shell_example_reports_and_saves_a_checkpoint_the_retry_receives() -
     # exit 75 is retryable: a second attempt ran (max_attempts 2), then the job failed
     assert failed.status is Status.FAILED
     assert failed.attempts == 2
-    assert failed.error is not None and "exited with code 75" in failed.error
-    assert failed.progress is not None and failed.progress["checkpoint"] == {
+    assert failed.error is not None
+    assert "exited with code 75" in failed.error
+    assert failed.progress is not None
+    assert failed.progress["checkpoint"] == {
         "words": 3,
         "attempt": 2,
     }
@@ -127,7 +130,8 @@ def test_a_failing_child_fails_the_job_with_its_exit_and_stderr_tail(
         wait_until(lambda: finished(store, job.id), 20, "the failure")
     failed = job_of(store, job.id)
     assert failed.status is Status.FAILED
-    assert failed.error is not None and error in failed.error
+    assert failed.error is not None
+    assert error in failed.error
     if "boom" in script:
         assert "boom" in str(failed.report)
 
@@ -151,7 +155,8 @@ def test_cancel_terms_the_group_then_kills_it_after_the_grace(tmp_path: Path) ->
     with running(worker):
         job = service.enqueue(ORG, "stubborn", {}).job
         child, grandchild = pid_in(tmp_path / "child"), pid_in(tmp_path / "grandchild")
-        assert alive(child) and alive(grandchild)
+        assert alive(child)
+        assert alive(grandchild)
         service.cancel(ORG, job.id)
         wait_until(lambda: finished(store, job.id), 20, "the cancellation")
     cancelled = job_of(store, job.id)
@@ -173,7 +178,8 @@ def test_a_timeout_kills_the_child_and_fails_the_attempt(tmp_path: Path) -> None
         wait_until(lambda: finished(store, job.id), 20, "the timeout")
     failed = job_of(store, job.id)
     assert failed.status is Status.FAILED
-    assert failed.error is not None and "timed out after 1 s" in failed.error
+    assert failed.error is not None
+    assert "timed out after 1 s" in failed.error
     assert not alive(child)
 
 
@@ -234,7 +240,7 @@ def test_heartbeats_go_on_while_the_child_runs(tmp_path: Path) -> None:
 
 
 class _Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         if self.path == "/broken":
             self.send_response(503)
             self.end_headers()
@@ -285,7 +291,8 @@ def test_the_httpx_example_fetches_a_local_page(http_server: str) -> None:
         "title": "Local page",
     }
     retried = job_of(store, broken.id)
-    assert retried.error is not None and "answered 503" in retried.error
+    assert retried.error is not None
+    assert "answered 503" in retried.error
     assert retried.run_at > done.created_at  # re-queued with the manifest's backoff
 
 

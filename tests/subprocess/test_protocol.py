@@ -37,7 +37,8 @@ def test_other_lines_are_text_cut_to_a_bounded_length() -> None:
         "Traceback (most recent call last):"
     )
     long = protocol.parse_line("x" * 5000)
-    assert isinstance(long, Text) and len(long.text) == protocol.LINE_MAX_CHARS
+    assert isinstance(long, Text)
+    assert len(long.text) == protocol.LINE_MAX_CHARS
 
 
 def test_the_report_is_exactly_one_json_object() -> None:

@@ -151,7 +151,7 @@ class ParamsSchema:
 
 
 def _error(name: str, message: str, kind: str) -> dict[str, Any]:
-    return {"loc": ["payload", name], "msg": message, "type": kind}
+    return {"loc": [name], "msg": message, "type": kind}
 
 
 @dataclass(frozen=True, slots=True)
@@ -363,8 +363,11 @@ def _command(path: Path, value: Any) -> tuple[str, ...]:
     if not argv or not argv[0]:
         raise ManifestError(path, "command", "must not be empty")
     program = directory / argv[0]
-    if ("/" not in argv[0] or argv[0].startswith("./")) and program.is_file():
+    if "/" in argv[0] and not Path(argv[0]).is_absolute():
+        # a path relative to the handler's directory: ./run.sh, bin/tool
         argv[0] = str(program.resolve())
+    elif "/" not in argv[0] and program.is_file():
+        argv[0] = str(program.resolve())  # run.py, next to the manifest
     if argv[0].endswith(".py"):
         if not Path(argv[0]).is_file():
             raise ManifestError(path, "command", f"{argv[0]!r} is not a file")
