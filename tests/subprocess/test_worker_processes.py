@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -53,7 +54,7 @@ def size(path: Path) -> int:
 
 @pytest.fixture
 def out() -> Iterator[Path]:
-    with processes.tempfile.TemporaryDirectory(prefix="jobs-children-") as path:
+    with tempfile.TemporaryDirectory(prefix="jobs-children-") as path:
         yield Path(path)
 
 
