@@ -59,6 +59,7 @@ def _job(document: Mapping[str, Any]) -> Job:
         max_attempts=int(document.get("max_attempts", 1)),
         progress=dict(checkpoint) if isinstance(checkpoint, Mapping) else None,
         started_at=now,
+        lease=uuid.UUID(str(document["lease"])) if document.get("lease") else None,
     )
 
 

@@ -98,10 +98,13 @@ def _isolated(
         kill_grace_s=kill_grace_s,
         context_mode=True,
     )
-    document = {ISOLATION_KEY: registries.document()}
+    recipe = registries.document()
 
-    def extra(_ctx: JobContext) -> Mapping[str, Any]:
-        return document
+    def extra(ctx: JobContext) -> Mapping[str, Any]:
+        # the lease: a handler may fence its own writes with the attempt's ref, as import_csv
+        # does when it saves its checkpoint in the transaction of its rows
+        lease = str(ctx.job.lease) if ctx.job.lease is not None else None
+        return {ISOLATION_KEY: recipe, "lease": lease}
 
     retry = job_type.retry
     if retry.retry_on:

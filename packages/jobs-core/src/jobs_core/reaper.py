@@ -7,7 +7,8 @@ tells it ``+<pgid>`` / ``-<pgid>`` as children start and end. When the worker di
 dies, the kernel closes the pipe; the reaper reads EOF and sends SIGKILL to every process group
 still listed, then exits.
 
-Run as ``python -m jobs_core.reaper`` by :class:`Reaper`; standard library only.
+Run as a script (``python -I -S .../reaper.py``) by :class:`Reaper`: standard library only, a
+few MB.
 """
 
 from __future__ import annotations
@@ -63,12 +64,12 @@ class Reaper:
             return self._process
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-S", "-c", "from jobs_core.reaper import main; main()"],
+                # this file as a script: the standard library only, not the jobs_core package
+                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 start_new_session=True,
-                env={**os.environ, "PYTHONPATH": _own_path()},
             )
             self._pid = os.getpid()
         except OSError as error:
@@ -100,13 +101,6 @@ class Reaper:
     def pid(self) -> int | None:
         """The reaper's process id, once started."""
         return self._process.pid if self._process is not None else None
-
-
-def _own_path() -> str:
-    """The directory holding ``jobs_core`` (``-S`` skips site-packages), then the caller's path."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rest = os.environ.get("PYTHONPATH", "")
-    return here + (os.pathsep + rest if rest else "")
 
 
 _shared = Reaper()
