@@ -180,7 +180,14 @@ def worker_rss(pg_url: str, handlers: Path, children: int) -> dict[str, Any]:
     )
     worker = subprocess.Popen([sys.executable, "-m", "jobs_worker"], env=env, cwd=ROOT)
     try:
-        time.sleep(3)  # start-up: imports, connections
+        # warm up: the worker has started, connected and run one child (and its reaper)
+        warm = service.enqueue(ORG, "bench_sh_noop", {}).job
+        deadline = time.monotonic() + 120
+        while service.get(ORG, warm.id).status is not Status.DONE:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError("the worker did not run its first job")
+            time.sleep(0.1)
+        time.sleep(1)
         idle = rss_kib(worker.pid)
         for _ in range(children):
             service.enqueue(ORG, "bench_sh_sleep", {})
@@ -240,8 +247,8 @@ def render(doc: dict[str, Any]) -> str:
     if rss:
         lines += [
             "",
-            f"Worker RSS (`python -m jobs_worker`, PostgreSQL): idle {rss['worker_rss_idle_kib']:,}"
-            f" KiB; with {rss['children_running']} children running "
+            f"Worker RSS (`python -m jobs_worker`, PostgreSQL): after its first child job "
+            f"{rss['worker_rss_idle_kib']:,} KiB; with {rss['children_running']} children running "
             f"{rss['worker_rss_busy_kib']:,} KiB; its {rss['descendant_processes']} descendant "
             f"processes (shell children, their `sleep`, the reaper) "
             f"{rss['descendants_rss_total_kib']:,} KiB in all "
@@ -277,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         "load_avg": " ".join(f"{x:.1f}" for x in os.getloadavg()),
         "drains": [],
     }
+    from bench.common import compile_bytecode
+
+    compile_bytecode(ROOT)  # as a deployment has it: no child compiles its imports from source
     with tempfile.TemporaryDirectory(prefix="jobs-bench-children-") as tmp:
         handlers = write_handlers(Path(tmp) / "handlers")
         manifest_types = load_manifests(handlers).registry
