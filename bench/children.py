@@ -37,7 +37,6 @@ from typing import Any
 from jobs_core import (
     InMemoryJobStore,
     InMemoryWakeup,
-    JobContext,
     JobService,
     Registry,
     Status,
@@ -48,18 +47,11 @@ from jobs_worker.manifests import load_manifests
 from jobs_worker.registries import compose
 from jobs_worker.worker import Worker, WorkerConfig
 
+from bench.children_types import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 ORG = "bench"
-
-registry = Registry("bench-children")
-"""The in-process no-op (and, isolated, the isolated one): ``bench.children:registry``."""
-
-
-@registry.job_type("bench_inproc_noop")
-def _noop(_ctx: JobContext) -> dict[str, Any]:
-    return {}
-
 
 HANDLERS = {
     "bench_sh_noop": (
@@ -295,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             ["bench_inproc_noop"],
             ChildRegistries(
                 demo_types=False,
-                extra_registries=("bench.children:registry",),
+                extra_registries=("bench.children_types:registry",),
                 handlers_dir=None,
                 database_url=None,
                 data_dir=tmp,

@@ -93,6 +93,18 @@ def test_dev_serves_runs_restarts_its_worker_and_stops_on_sigint(
         assert len(tree) == 2, [p.cmdline() for p in tree]  # the API and one worker
         assert {p.pid for p in tree} != tree_before
 
+        # The example child-process handlers (examples/handlers) are served too, over HTTP.
+        assert "examples/handlers" in banner
+        status, child = _post_job(base, token, {"type": "child_noop", "payload": {"seconds": 0.5}})
+        assert status == 202
+        wait_until(
+            "the child_noop job to be done",
+            lambda: show_json(client, str(child["id"]))["status"] == "done",
+            timeout=60,
+            every=0.5,
+        )
+        tree = descendants(dev.pid)  # now with the worker's reaper: it must go too
+
         dev.send_signal(signal.SIGINT)
         assert dev.wait(60) == 0, output.text()
         assert_all_gone(tree)
