@@ -252,3 +252,21 @@ def test_an_isolated_handler_resumes_from_its_checkpoint_and_can_be_cancelled(
     wait_until(lambda: job_of(service.store, patient.id).status.is_finished, 30, "the cancel")
     assert job_of(service.store, patient.id).status is Status.CANCELLED
     assert worker.alive()
+
+
+def test_a_worker_stopped_by_sigterm_stops_its_children_and_hands_their_jobs_back(
+    pg_url: str, service: JobService, spawn: Callable[..., WorkerProcess], out: Path, handlers: Path
+) -> None:
+    worker = spawn(pg_url, JOBS_HANDLERS_DIR=str(handlers), JOBS_SHUTDOWN_GRACE_S="1")
+    job = service.enqueue(ORG, "writer", {}).job
+    wait_until(lambda: size(out / "child-1") > 40, 30, "the child to write")
+    child = int((out / "child-pid-1").read_text())
+    grandchild = int((out / "grandchild-pid-1").read_text())
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait_exit(60) == 0
+    wait_until(lambda: not alive(child) and not alive(grandchild), 10, "the children to stop")
+    handed_back = job_of(service.store, job.id)
+    assert handed_back.status is Status.QUEUED
+    assert handed_back.attempts == 0  # handed back: the attempt is not counted
+    assert "event=job.handed_back" in worker.log()
