@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -384,8 +385,6 @@ def _command(path: Path, value: Any) -> tuple[str, ...]:
 
 
 def _executable(program: Path) -> bool:
-    import os
-
     return os.access(program, os.X_OK)
 
 
