@@ -62,9 +62,9 @@ _PRCTL = _load_prctl()
 _SETPRIV = shutil.which("setpriv")
 """util-linux's ``setpriv --pdeathsig KILL -- cmd`` sets the same flag then execs ``cmd``: an
 exec instead of a Python pre-exec function, which forces a full ``fork`` of the worker (and a
-Python callback in the child) where ``subprocess`` otherwise uses ``vfork``. Measured here:
-~3-5 ms per child against ~13-25 ms (bench/results/children-*). The pre-exec function is the
-fallback where ``setpriv`` is missing."""
+Python callback in the child) where ``subprocess`` otherwise uses ``vfork``: ~3-5 ms per child
+against ~13-25 ms (decision 0016). The pre-exec function is the fallback where ``setpriv`` is
+missing."""
 
 
 def _launch(argv: Sequence[str]) -> tuple[list[str], Callable[[], None] | None]:
