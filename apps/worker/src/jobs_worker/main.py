@@ -34,6 +34,7 @@ from jobs_worker.registries import (
     shipped_registries,
     worker_registry,
 )
+from jobs_worker.scheduler import Maintenance, running_scheduler
 from jobs_worker.settings import WorkerSettings
 from jobs_worker.worker import Worker
 
@@ -58,6 +59,8 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_HANDLERS_DIR       --handlers-dir (a directory of <id>/manifest.yaml subprocess handlers)
   JOBS_ISOLATED_TYPES     types run in a child process (comma-separated; default import_csv; - none)
   JOBS_CHILD_KILL_GRACE_S seconds between SIGTERM and SIGKILL of an isolated child (default 5)
+  JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
+  JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
   JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
 
 signals:
@@ -316,12 +319,15 @@ def run_worker(
             except (ValueError, DuplicateJobType) as error:  # a module's setting; a type twice
                 raise ConfigurationError(str(error)) from None
         registry = isolate_types(registry, settings, extra_registries, shipped_modules)
+        maintenance = Maintenance()  # the built-in jobs.purge type (issue 17)
+        registry = compose([registry, maintenance.registry])
         container = build_container(settings, registry)
         try:
             worker = container.worker()
-            if handle_signals and threading.current_thread() is threading.main_thread():
-                return _run_with_signals(worker)
-            return worker.run()
+            with running_scheduler(container.engine, registry, maintenance, container.clock()):
+                if handle_signals and threading.current_thread() is threading.main_thread():
+                    return _run_with_signals(worker)
+                return worker.run()
         finally:
             container.shutdown_resources()
 

@@ -114,3 +114,7 @@ api_tokens = Table(
     UniqueConstraint("token_hash", name="api_tokens_token_hash_key"),
 )
 Index("api_tokens_org_idx", api_tokens.c.org_id, api_tokens.c.created_at)
+
+# The schedules and retention tables (and the finished-jobs index) are defined beside their
+# store, on this same metadata.
+import jobs_postgres.schedule_tables  # noqa: E402, F401
