@@ -63,7 +63,8 @@ def _count(engine: Engine, job_type: str, status: str | None = None) -> int:
 def test_nothing_is_purged_by_default(sched_engine: Engine, registry: Registry) -> None:
     _fill(sched_engine, "noop", "done", 50, 400)
     report = purge(PostgresRetentionStore(sched_engine), registry, RetentionSettings(), NOW)
-    assert report.total == 0 and report.skipped == "no retention policy: every job is kept"
+    assert report.total == 0
+    assert report.skipped == "no retention policy: every job is kept"
     assert _count(sched_engine, "noop") == 50
 
 
@@ -100,16 +101,18 @@ def test_age_and_count_policies_and_protected_types(sched_engine: Engine) -> Non
     assert _count(sched_engine, "aged", "done") == 24 * 10 + 1  # 10 days, the boundary kept
     assert _count(sched_engine, "aged", "queued") == _count(sched_engine, "aged", "running") == 1
     assert _count(sched_engine, "counted", "done") == 100
-    assert _count(sched_engine, "counted", "failed") + _count(
-        sched_engine, "counted", "cancelled"
-    ) == 5
+    assert (
+        _count(sched_engine, "counted", "failed") + _count(sched_engine, "counted", "cancelled")
+        == 5
+    )
     assert _count(sched_engine, "history") == 100
     assert _count(sched_engine, "untouched") == 100  # 500 days old < 1000 days
     assert report.removed == {
         "aged": {"done": 239},
         "counted": {"done": 200, "failed": 35},
     }
-    assert max(batches) <= 37 and sum(batches) == report.total == 474
+    assert max(batches) <= 37
+    assert sum(batches) == report.total == 474
     # The operator's override beats the code's declaration; a protected type stays protected.
     override = RetentionSettings(
         per_type={"aged": RetentionPolicy(keep_done=3), "history": RetentionPolicy(keep_done=0)}

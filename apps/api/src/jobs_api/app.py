@@ -17,6 +17,7 @@ from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers
 from jobs_api.routes import router
+from jobs_api.schedules import router as schedules_router
 
 log = logging.getLogger("jobs.api")
 
@@ -84,6 +85,7 @@ def create_app(container: Container | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
     app.include_router(router)
+    app.include_router(schedules_router)
     if imports is not None:
         app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]

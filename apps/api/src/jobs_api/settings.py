@@ -41,3 +41,5 @@ class ApiSettings(BaseSettings):
     api_port: int = Field(default=8000, ge=0, le=65535)
     api_token_cache_s: float = Field(default=5.0, ge=0)
     api_threads: int = Field(default=40, ge=1, le=1000)
+    operator_orgs: str = ""
+    """Comma-separated orgs whose tokens may change the retention settings over HTTP."""

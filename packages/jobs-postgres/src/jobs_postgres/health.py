@@ -78,9 +78,7 @@ class Health:
     def to_dict(self) -> dict[str, Any]:
         """The JSON form (``jobs doctor --json``)."""
         return {
-            "queue": [
-                {"type": t, "depth": d, "oldest": o.isoformat()} for t, d, o in self.queue
-            ],
+            "queue": [{"type": t, "depth": d, "oldest": o.isoformat()} for t, d, o in self.queue],
             "running": self.running,
             "table": {
                 k: v.isoformat() if isinstance(v, datetime) else v for k, v in self.table.items()
@@ -201,9 +199,11 @@ def _judge_holders(health: Health, holders: Any, prepared: Any, slots: Any) -> N
                 "bad",
                 f"session {h.pid}",
                 f"{h.state} for {_human(h.age)} ({h.application_name or h.usename}): {h.query!r}",
-                ("an idle transaction: fix the client that leaves it open, set "
-                 "idle_in_transaction_session_timeout, or end it: SELECT pg_terminate_backend"
-                 f"({h.pid})")
+                (
+                    "an idle transaction: fix the client that leaves it open, set "
+                    "idle_in_transaction_session_timeout, or end it: SELECT pg_terminate_backend"
+                    f"({h.pid})"
+                )
                 if idle
                 else f"a long transaction holds back vacuum; if it is stuck: SELECT "
                 f"pg_cancel_backend({h.pid})",
