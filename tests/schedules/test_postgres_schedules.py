@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 from jobs_core import FakeClock, Registry
-from jobs_core.schedules import MissedPolicy, Schedule, ScheduleExists, ScheduleInvalid
+from jobs_core.schedules import (
+    MissedPolicy,
+    Schedule,
+    ScheduleDeclared,
+    ScheduleExists,
+    ScheduleInvalid,
+)
 from jobs_core.scheduling import ScheduleService
 from jobs_postgres.cron import CronsimCron
 from jobs_postgres.schedules import PostgresScheduleStore
@@ -123,9 +129,9 @@ def test_declared_schedules_keep_an_operator_pause_and_refuse_edits(
     service.pause("system", "sys")
     service.declare([declared])  # a restart
     assert service.get("system", "sys").schedule.enabled is False
-    with pytest.raises(ScheduleInvalid, match="declared in code"):
+    with pytest.raises(ScheduleDeclared, match="declared in code"):
         service.update("system", "sys", {"cron": "0 4 * * *"})
-    with pytest.raises(ScheduleInvalid, match="declared in code"):
+    with pytest.raises(ScheduleDeclared, match="declared in code"):
         service.remove("system", "sys")
     service.declare([Schedule("sys", "system", "report", "0 5 * * *")])  # the code changed
     state = service.get("system", "sys")

@@ -85,7 +85,8 @@ def create_app(container: Container | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
     app.include_router(router)
-    app.include_router(schedules_router)
+    if store == "postgres":  # schedules and settings live in PostgreSQL tables
+        app.include_router(schedules_router)
     if imports is not None:
         app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]

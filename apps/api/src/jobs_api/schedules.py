@@ -5,7 +5,8 @@ Each route acts for the org of the bearer token (the same dependency as ``/jobs`
 org's schedule answers 404 like an absent one. An org schedules only the public job types it
 may enqueue over ``POST /jobs``. The retention settings are global: any token reads them; only a
 token of an org listed in ``JOBS_OPERATOR_ORGS`` changes them (403 otherwise; decision 0018).
-Both need the PostgreSQL store (``JOBS_STORE=postgres``, the default).
+Both are served on the PostgreSQL store only (``JOBS_STORE=postgres``, the default): the
+tables live there.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Request, Response
 from jobs_core.retention import RetentionInvalid, RetentionSettings
 from jobs_core.schedules import (
+    ScheduleDeclared,
     ScheduleExists,
     ScheduleInvalid,
     ScheduleNotFound,
@@ -159,7 +161,7 @@ def _fields(body: BaseModel) -> dict[str, Any]:
     "/schedules",
     response_model=list[ScheduleOut],
     summary="List the org's schedules",
-    responses=problem_responses(401, 500, 503),
+    responses=problem_responses(401, 422, 500, 503),
 )
 def list_schedules(org: CurrentOrgDep, request: Request) -> Any:
     """The org's schedules by name, with their next tick and last job."""
@@ -174,7 +176,7 @@ def list_schedules(org: CurrentOrgDep, request: Request) -> Any:
     status_code=201,
     response_model=ScheduleOut,
     summary="Create a schedule",
-    responses=problem_responses(401, 409, 422, 500, 503),
+    responses=problem_responses(400, 401, 409, 413, 422, 500, 503),
 )
 def create_schedule(body: ScheduleIn, org: CurrentOrgDep, request: Request) -> Any:
     """A schedule enqueuing a job of a public type at each tick of ``cron`` in ``timezone``."""
@@ -195,7 +197,7 @@ def create_schedule(body: ScheduleIn, org: CurrentOrgDep, request: Request) -> A
     "/schedules/{name}",
     response_model=ScheduleOut,
     summary="Read one schedule",
-    responses=problem_responses(401, 404, 500, 503),
+    responses=problem_responses(401, 404, 422, 500, 503),
 )
 def get_schedule(name: str, org: CurrentOrgDep, request: Request) -> Any:
     """The org's schedule; 404 if absent or another org's."""
@@ -212,7 +214,7 @@ def get_schedule(name: str, org: CurrentOrgDep, request: Request) -> Any:
     "/schedules/{name}",
     response_model=ScheduleOut,
     summary="Change a schedule",
-    responses=problem_responses(401, 404, 409, 422, 500, 503),
+    responses=problem_responses(400, 401, 404, 409, 413, 422, 500, 503),
 )
 def change_schedule(name: str, body: ScheduleChange, org: CurrentOrgDep, request: Request) -> Any:
     """Change the given fields; a schedule declared in code only pauses and resumes."""
@@ -228,6 +230,8 @@ def change_schedule(name: str, body: ScheduleChange, org: CurrentOrgDep, request
         return _not_found(name)
     except ScheduleExists as error:
         return problem(409, str(error), kind="schedule-exists")
+    except ScheduleDeclared as error:
+        return problem(409, str(error), kind="schedule-declared-in-code")
     except ScheduleInvalid as error:
         return _refused(error)
 
@@ -237,10 +241,10 @@ def change_schedule(name: str, body: ScheduleChange, org: CurrentOrgDep, request
     status_code=204,
     response_class=Response,
     summary="Delete a schedule",
-    responses=problem_responses(401, 404, 422, 500, 503),
+    responses=problem_responses(401, 404, 409, 422, 500, 503),
 )
 def delete_schedule(name: str, org: CurrentOrgDep, request: Request) -> Response:
-    """Delete a run-time schedule (one declared in code is paused instead: 422)."""
+    """Delete a run-time schedule (one declared in code is paused instead: 409)."""
     service = _service(request)
     if service is None:
         return _unavailable()
@@ -248,8 +252,8 @@ def delete_schedule(name: str, org: CurrentOrgDep, request: Request) -> Response
         service.remove(org, name)
     except ScheduleNotFound:
         return _not_found(name)
-    except ScheduleInvalid as error:
-        return _refused(error)
+    except ScheduleDeclared as error:
+        return problem(409, str(error), kind="schedule-declared-in-code")
     return Response(status_code=204)
 
 
@@ -257,7 +261,7 @@ def delete_schedule(name: str, org: CurrentOrgDep, request: Request) -> Response
     "/schedules/{name}/{action}",
     response_model=ScheduleOut,
     summary="Pause, resume, or run a schedule now",
-    responses=problem_responses(401, 404, 500, 503),
+    responses=problem_responses(401, 404, 422, 500, 503),
 )
 def act_on_schedule(
     name: str, action: Literal["pause", "resume", "run"], org: CurrentOrgDep, request: Request
@@ -291,7 +295,7 @@ def _settings_store(request: Request) -> Any:
     "/settings/retention",
     tags=["settings"],
     summary="Read the run-time retention settings",
-    responses=problem_responses(401, 500, 503),
+    responses=problem_responses(401, 422, 500, 503),
 )
 def read_retention(org: CurrentOrgDep, request: Request) -> Any:
     """Purge on/off, the default policy, per-type overrides, batch size, purge schedule."""
@@ -306,7 +310,7 @@ def read_retention(org: CurrentOrgDep, request: Request) -> Any:
     "/settings/retention",
     tags=["settings"],
     summary="Change the run-time retention settings (operators only)",
-    responses=problem_responses(401, 403, 422, 500, 503),
+    responses=problem_responses(400, 401, 403, 413, 422, 500, 503),
 )
 def change_retention(changes: dict[str, Any], org: CurrentOrgDep, request: Request) -> Any:
     """Merge ``changes`` into the settings. Only tokens of the orgs in ``JOBS_OPERATOR_ORGS``

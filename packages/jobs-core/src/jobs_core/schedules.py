@@ -63,6 +63,10 @@ class ScheduleExists(JobsError):
     change the existing one."""
 
 
+class ScheduleDeclared(JobsError):
+    """The schedule is declared in code: only pause and resume apply at run time."""
+
+
 class Cron(Protocol):
     """Reads cron expressions (an adapter wraps a cron library)."""
 

@@ -24,6 +24,7 @@ from jobs_core.schedules import (
     Firing,
     MissedPolicy,
     Schedule,
+    ScheduleDeclared,
     ScheduleInvalid,
     ScheduleNotFound,
     ScheduleState,
@@ -145,7 +146,7 @@ class ScheduleService:
         if unknown:
             raise ScheduleInvalid(f"cannot change {sorted(unknown)}: fields are {sorted(allowed)}")
         if state.source == CODE and set(changes) - {"enabled"}:
-            raise ScheduleInvalid(
+            raise ScheduleDeclared(
                 f"schedule {name!r} is declared in code: change it there (only pause and "
                 "resume apply at run time)"
             )
@@ -182,7 +183,7 @@ class ScheduleService:
         it is refused: pause it, or remove it from the code)."""
         state = self.get(org_id, name)
         if state.source == CODE:
-            raise ScheduleInvalid(
+            raise ScheduleDeclared(
                 f"schedule {name!r} is declared in code and would come back at the next "
                 "start: pause it, or remove its declaration"
             )
