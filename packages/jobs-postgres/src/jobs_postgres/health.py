@@ -44,7 +44,9 @@ HOLDERS = text(
     """SELECT pid, usename, application_name, state, xact_start, now() - xact_start AS age,
         left(query, 80) AS query
     FROM pg_stat_activity
-    WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL
+    WHERE pid <> pg_backend_pid() AND xact_start IS NOT NULL
+      AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL
+           OR state LIKE 'idle in transaction%')
     ORDER BY xact_start NULLS LAST"""
 )
 PREPARED = text(
@@ -102,11 +104,23 @@ def examine(engine: Engine) -> Health:
         holders = conn.execute(HOLDERS).all()
         prepared = conn.execute(PREPARED).all()
         slots = conn.execute(SLOTS).all()
+        autovacuum = conn.execute(text("SHOW autovacuum")).scalar_one()
     table = dict(row._mapping)
     live, dead = int(table["n_live_tup"] or 0), int(table["n_dead_tup"] or 0)
     table["dead_ratio"] = round(dead / (live + dead), 4) if live + dead else 0.0
     table["bloat_bytes_estimate"] = _bloat(table, width)
     health.table = table
+    table["autovacuum"] = autovacuum
+    if autovacuum != "on":
+        health.findings.append(
+            Finding(
+                "bad",
+                "autovacuum",
+                "off on this server",
+                "a queue table needs it: set autovacuum = on in postgresql.conf and reload "
+                "(until then run VACUUM ANALYZE jobs often)",
+            )
+        )
     _judge_queue(health, now)
     _judge_table(health, table, live, dead)
     _judge_holders(health, holders, prepared, slots)
