@@ -5,13 +5,14 @@
 
 Steps, on a database of its own (created, migrated, dropped at the end unless --keep):
 
-1. empty table: enqueue and drain ``--probe`` jobs through the store's claim/finish loop (the
-   worker's own statements, in process): claim latency p50/p95 and drain rate;
-2. load ``--history`` finished rows (``INSERT ... SELECT generate_series``), VACUUM ANALYZE;
-3. the same probe on the full table;
-4. churn: rounds of ``--round`` jobs enqueued, drained, then purged by the retention purge
-   (``keep_done`` = the history size, so each purge deletes the oldest rows the round added,
-   in batches); after each round: claim p50, drain rate, dead tuples, table and index sizes.
+1. load ``--history`` finished rows (``INSERT ... SELECT generate_series``), VACUUM ANALYZE;
+2. a probe: enqueue and drain ``--probe`` jobs through the store's claim/finish loop (the
+   worker's own statements, in process), claim latency p50/p95 and drain rate, on an empty
+   table of a second database and then on the big table, back to back (same load);
+3. churn: rounds of ``--round`` jobs enqueued, drained, then purged by the retention purge
+   (``keep_done`` = the history size, so each purge deletes as many old rows as the round
+   added, in batches); after each round the probe pair again, dead tuples, table and index
+   sizes, autovacuum runs.
 
 The results (JSON and a Markdown table) go to ``bench/results/churn-<stamp>.*``. The box is
 shared: compare ratios measured in one run, never absolute figures across runs.
@@ -145,11 +146,69 @@ def main(argv: list[str] | None = None) -> int:
         help="a maintenance database URL of the server to use",
     )
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
+    parser.add_argument(
+        "--index-ab",
+        type=int,
+        metavar="ROUNDS",
+        help="instead: the cost of jobs_finished_idx on the drain, ROUNDS alternated probes "
+        "with and without it on an empty table",
+    )
     args = parser.parse_args(argv)
     with ExitStack() as stack:
         if args.server is None:
             args.server = stack.enter_context(_embedded_server())
+        if args.index_ab:
+            return _index_ab(args)
         return _run(args)
+
+
+def _index_ab(args: argparse.Namespace) -> int:
+    """Drain ``--probe`` jobs on an empty table with and without the purge's index,
+    alternated, and print the ratio of the medians."""
+    name = f"jobs_churn_ab_{os.getpid()}"
+    ensure_database(args.server, name)
+    url = with_database(args.server, name)
+    migrations.upgrade(url)
+    engine = create_engine(url)
+    store = PostgresJobStore(engine)
+    runs: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    try:
+        for i in range(args.index_ab * 2):
+            with_index = i % 2 == 0
+            with engine.begin() as conn:
+                conn.execute(text("TRUNCATE jobs"))
+                conn.execute(text("DROP INDEX IF EXISTS jobs_finished_idx"))
+                if with_index:
+                    conn.execute(
+                        text(
+                            "CREATE INDEX jobs_finished_idx ON jobs (type, finished_at, id) "
+                            "WHERE status IN ('done', 'failed', 'cancelled')"
+                        )
+                    )
+            runs[with_index].append(drain(store, args.probe, args.batch))
+            print(f"  {'with' if with_index else 'without'}: {runs[with_index][-1]}", flush=True)
+    finally:
+        engine.dispose()
+        drop_database(args.server, name)
+    summary = {
+        key: {
+            metric: statistics.median(r[metric] for r in runs[key])
+            for metric in ("drain_per_s", "claim_p50_ms")
+        }
+        for key in (True, False)
+    }
+    text_out = (
+        f"jobs_finished_idx A/B, {args.index_ab} alternated rounds of {args.probe:,} jobs: "
+        f"drain with/without {summary[True]['drain_per_s'] / summary[False]['drain_per_s']:.2f}"
+        f", claim p50 with/without "
+        f"{summary[True]['claim_p50_ms'] / summary[False]['claim_p50_ms']:.2f} "
+        f"(medians: with {summary[True]}, without {summary[False]})"
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"churn-index-ab-{stamp}.md").write_text(text_out + "\n")
+    print(text_out)
+    return 0
 
 
 @contextmanager
@@ -174,29 +233,36 @@ def _settings(url: str) -> dict[str, str]:
 
 def _run(args: argparse.Namespace) -> int:
     name = f"jobs_churn_{os.getpid()}"
-    ensure_database(args.server, name)
-    url = with_database(args.server, name)
-    migrations.upgrade(url)
-    engine = create_engine(url)
-    store = PostgresJobStore(engine)
+    control_name = f"jobs_churn_empty_{os.getpid()}"
+    for db in (name, control_name):
+        ensure_database(args.server, db)
+    url, control_url = with_database(args.server, name), with_database(args.server, control_name)
+    for db_url in (url, control_url):
+        migrations.upgrade(db_url)
+    engine, control_engine = create_engine(url), create_engine(control_url)
+    store, control = PostgresJobStore(engine), PostgresJobStore(control_engine)
     result: dict[str, Any] = {
         "started": datetime.now(UTC).isoformat(),
         "params": vars(args) | {"server": "(redacted)"},
         "server": _settings(url),
         "rounds": [],
     }
-    try:
-        print("probe on the empty table", flush=True)
-        result["empty"] = drain(store, args.probe, args.batch)
-        engine.dispose()
-        with engine.begin() as conn:
+
+    def probe_pair() -> tuple[dict[str, float], dict[str, float]]:
+        """The same probe on the empty control table and on the big one, back to back, so
+        both see the same load of the shared box; the control is emptied again after."""
+        empty = drain(control, args.probe, args.batch)
+        with control_engine.begin() as conn:
             conn.execute(text("TRUNCATE jobs"))
-        _vacuum(engine)
+        full = drain(store, args.probe, args.batch)
+        return empty, full
+
+    try:
         print(f"loading {args.history:,} finished rows", flush=True)
         result["history_load_s"] = load_history(engine, args.history)
         result["after_load"] = health(engine)
-        print("probe on the full table", flush=True)
-        result["full"] = drain(store, args.probe, args.batch)
+        print("probes: empty table, then the full table", flush=True)
+        result["empty"], result["full"] = probe_pair()
         settings = RetentionSettings(
             per_type={TYPE: RetentionPolicy(keep_done=args.history)}, batch_size=args.purge_batch
         )
@@ -204,14 +270,17 @@ def _run(args: argparse.Namespace) -> int:
         churned = 0
         while churned < args.churn:
             n = min(args.round, args.churn - churned)
-            drained = drain(store, n, args.batch)
+            churn = drain(store, n, args.batch)
             t0 = time.perf_counter()
             report = purge(PostgresRetentionStore(engine), registry, settings, SystemClock().now())
             purge_s = time.perf_counter() - t0
             churned += n
+            empty, full = probe_pair()
             sample = {
                 "churned": churned,
-                **drained,
+                "churn_drain_per_s": churn["drain_per_s"],
+                "empty": empty,
+                "full": full,
                 "purged": report.total,
                 "purge_batches": report.batches,
                 "purge_s": purge_s,
@@ -220,16 +289,19 @@ def _run(args: argparse.Namespace) -> int:
             }
             result["rounds"].append(sample)
             print(
-                f"  {churned:,} churned: drain {drained['drain_per_s']:.0f}/s, claim p50 "
-                f"{drained['claim_p50_ms']:.2f} ms, purged {report.total:,} in {purge_s:.1f} s, "
+                f"  {churned:,} churned: drain {full['drain_per_s']:.0f}/s vs empty "
+                f"{empty['drain_per_s']:.0f}/s, claim p50 {full['claim_p50_ms']:.2f} vs "
+                f"{empty['claim_p50_ms']:.2f} ms, purged {report.total:,} in {purge_s:.1f} s, "
                 f"dead {sample['n_dead_tup']:,}, table {sample['table_bytes'] / 2**20:.0f} MB",
                 flush=True,
             )
         result["end"] = health(engine)
     finally:
         engine.dispose()
+        control_engine.dispose()
         if not args.keep:
-            drop_database(args.server, name)
+            for db in (name, control_name):
+                drop_database(args.server, db)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"churn-{stamp}.json").write_text(json.dumps(result, indent=2, default=str))
@@ -239,37 +311,40 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def report_md(result: dict[str, Any]) -> str:
-    """The Markdown table of a run."""
-    empty, full = result["empty"], result["full"]
+    """The Markdown tables of a run: every probe pairs the big table with an empty one measured
+    right before it (same load), so read the ratios."""
     p = result["params"]
+
+    def ratio(full: dict[str, float], empty: dict[str, float], key: str) -> str:
+        return f"{full[key] / empty[key]:.2f}" if empty[key] else "-"
+
     lines = [
         f"# Churn benchmark, {result['started'][:19]}Z",
         "",
         f"history {p['history']:,} finished rows, churn {p['churn']:,} jobs in rounds of "
-        f"{p['round']:,}, claims of {p['batch']}, purge batches of {p['purge_batch']:,}. "
-        "Shared 2-core box: compare ratios within this run. Server: "
+        f"{p['round']:,} (enqueued, drained, then purged), probes of {p['probe']:,} jobs "
+        f"claimed {p['batch']} at a time, purge batches of {p['purge_batch']:,}. "
+        "Shared 2-core box: each probe of the big table is paired with the same probe on an "
+        "empty table just before it; read the ratios. Server: "
         + ", ".join(f"{k} {v}" for k, v in result.get("server", {}).items()),
         "",
-        "| table | drain jobs/s | claim p50 ms | claim p95 ms |",
-        "|---|---|---|---|",
-        f"| empty | {empty['drain_per_s']:.0f} | {empty['claim_p50_ms']:.2f} | "
-        f"{empty['claim_p95_ms']:.2f} |",
-        f"| {p['history']:,} rows | {full['drain_per_s']:.0f} | {full['claim_p50_ms']:.2f} | "
-        f"{full['claim_p95_ms']:.2f} |",
-        f"| ratio full/empty | {full['drain_per_s'] / empty['drain_per_s']:.2f} | "
-        f"{full['claim_p50_ms'] / empty['claim_p50_ms']:.2f} | "
-        f"{full['claim_p95_ms'] / empty['claim_p95_ms']:.2f} |",
-        "",
-        "| churned | drain/s | vs empty | claim p50 ms | purged | purge rows/s | dead tuples "
+        "| after churn | drain full/empty | claim p50 full/empty | claim p95 full/empty "
+        "| drain/s full | claim p50 ms full | purged | purge rows/s | dead tuples "
         "| autovacuums | table MB | indexes MB | queue idx kB |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in result["rounds"]:
+    rows = [
+        {"churned": 0, "empty": result["empty"], "full": result["full"], **result["after_load"]},
+        *result["rounds"],
+    ]
+    for r in rows:
+        full, empty = r["full"], r["empty"]
         lines.append(
-            f"| {r['churned']:,} | {r['drain_per_s']:.0f} | "
-            f"{r['drain_per_s'] / empty['drain_per_s']:.2f} | {r['claim_p50_ms']:.2f} | "
-            f"{r['purged']:,} | {r['purge_rows_per_s']:.0f} | {r['n_dead_tup']:,} | "
-            f"{r['autovacuum_count']} | "
+            f"| {r['churned']:,} | {ratio(full, empty, 'drain_per_s')} | "
+            f"{ratio(full, empty, 'claim_p50_ms')} | {ratio(full, empty, 'claim_p95_ms')} | "
+            f"{full['drain_per_s']:.0f} | {full['claim_p50_ms']:.2f} | "
+            f"{r.get('purged', 0):,} | {r.get('purge_rows_per_s', 0):.0f} | "
+            f"{r['n_dead_tup']:,} | {r['autovacuum_count']} | "
             f"{r['table_bytes'] / 2**20:.0f} | {r['index_bytes'] / 2**20:.0f} | "
             f"{r['queue_idx_bytes'] / 1024:.0f} |"
         )
