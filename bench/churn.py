@@ -140,10 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--purge-batch", type=int, default=5_000)
     parser.add_argument(
         "--server",
-        default=os.environ.get(
-            "JOBS_BENCH_SERVER", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
-        help="a maintenance database URL of the server to use",
+        default=os.environ.get("JOBS_BENCH_SERVER"),
+        help="a maintenance database URL of the server to use (default: an embedded server of "
+        "its own in a temporary directory, with autovacuum on as in production)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     parser.add_argument(
