@@ -54,9 +54,6 @@ def test_four_worker_processes_fire_each_tick_of_a_per_second_schedule_once(
     service = ScheduleService(
         PostgresScheduleStore(sched_engine), registry, CronsimCron(), SystemClock()
     )
-    service.create(
-        Schedule("every-second", "org-sched", "noop", "* * * * * *", missed=MissedPolicy.EACH)
-    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
     env.update(
         JOBS_DATABASE_URL=pg_url,
@@ -80,6 +77,18 @@ def test_four_worker_processes_fire_each_tick_of_a_per_second_schedule_once(
             for handle in handles
         ]
         try:
+            # Every scheduler runs before the first tick (a loaded box starts a process in
+            # 10-40 s): the ticks are then contended by all four.
+            deadline = time.monotonic() + 240
+            while not all("event=worker.started" in p.read_text(errors="replace") for p in logs):
+                assert time.monotonic() < deadline, "timed out waiting for the workers to start"
+                assert all(w.poll() is None for w in workers), "a worker exited early"
+                time.sleep(0.2)
+            service.create(
+                Schedule(
+                    "every-second", "org-sched", "noop", "* * * * * *", missed=MissedPolicy.EACH
+                )
+            )
             deadline = time.monotonic() + 180
             while len(_runs(sched_engine)) < TICKS:
                 assert time.monotonic() < deadline, "timed out waiting for the ticks"
