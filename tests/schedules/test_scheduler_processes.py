@@ -123,5 +123,9 @@ def test_four_worker_processes_fire_each_tick_of_a_per_second_schedule_once(
         )
     assert set(enqueued) == job_ids
     assert len(enqueued) == len(runs)
+    # The workers stored the built-in purge schedule, declared in code, once.
+    builtin = service.get("system", "jobs.purge")
+    assert builtin.source == "code"
+    assert builtin.schedule.cron == "0 4 * * *"
     firing = [t.count("event=schedule.fired") for t in texts]
     assert sum(1 for n in firing if n) >= 2, f"only one process ever fired: {firing}"
