@@ -45,6 +45,7 @@ from jobs_core import (
     JobService,
     Outcome,
     Requeue,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
     Wakeup,
@@ -80,10 +81,14 @@ _LISTEN_WAIT_S = 0.5
 def is_outage(error: BaseException) -> bool:
     """True when ``error``, or what explicitly caused it (``raise … from``), says the store is
     unreachable. The implicit ``__context__`` is not followed: a bug raised while an outage
-    was being handled is still a bug, and retrying it forever would hide it."""
+    was being handled is still a bug, and retrying it forever would hide it. A
+    :class:`StoreRefused` is never one, whatever driver error caused it: the store refused the
+    data, and it would refuse it again."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
+        if isinstance(current, StoreRefused):
+            return False
         if isinstance(current, OUTAGE_ERRORS):
             return True
         seen.add(id(current))

@@ -29,6 +29,7 @@ from jobs_core.errors import (
     JobsError,
     JobTimeout,
     PayloadInvalid,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Requeue",
     "RetryPolicy",
     "Status",
+    "StoreRefused",
     "StoreUnavailable",
     "SweepReport",
     "SystemClock",
