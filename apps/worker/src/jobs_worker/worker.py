@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import os
 import queue
 import threading
 import time
@@ -52,6 +53,7 @@ from jobs_core import (
 )
 from jobs_core.runner import execute, short_error
 
+from jobs_worker.fence import LeaseFence
 from jobs_worker.logs import log_event
 
 log = logging.getLogger("jobs.worker")
@@ -77,6 +79,10 @@ _HANDED_BACK = "the worker shut down before the job finished"
 
 _LISTEN_WAIT_S = 0.5
 
+EXIT_FENCED = 5
+"""The exit code of a worker that fenced itself and whose handlers would not stop in time
+(docs/worker.md, "The lease fence"): its supervisor starts a new one."""
+
 
 def is_outage(error: BaseException) -> bool:
     """True when ``error``, or what explicitly caused it (``raise … from``), says the store is
@@ -101,6 +107,9 @@ class WorkerConfig:
     """How a :class:`Worker` paces itself (all durations in seconds of real time).
 
     ``backoff_initial_s`` / ``backoff_cap_s`` bound the retries of a store call during an outage.
+    ``lease_margin_s`` (default: a fifth of ``sweep_threshold_s``): a handler whose lease was
+    not proven for ``sweep_threshold_s - lease_margin_s`` is cancelled, and the process exits
+    if it has not stopped ``lease_margin_s / 2`` later (:mod:`jobs_worker.fence`).
     """
 
     concurrency: int = 1
@@ -112,6 +121,14 @@ class WorkerConfig:
     shutdown_grace_s: float = 30.0
     backoff_initial_s: float = 0.1
     backoff_cap_s: float = 5.0
+    lease_margin_s: float | None = None
+
+    @property
+    def margin_s(self) -> float:
+        """The lease margin in use (``lease_margin_s``, or a fifth of the threshold)."""
+        if self.lease_margin_s is not None:
+            return self.lease_margin_s
+        return self.sweep_threshold_s / 5
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -129,6 +146,13 @@ class WorkerConfig:
                 raise ValueError(f"{name} must be > 0")
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
+        if not 0 < self.margin_s < self.sweep_threshold_s - self.heartbeat_s:
+            raise ValueError(
+                f"lease_margin_s ({self.margin_s:g}) must be > 0 and leave room for a heartbeat"
+                f" within the sweep threshold: heartbeat_s + lease_margin_s <"
+                f" sweep_threshold_s ({self.heartbeat_s:g} + {self.margin_s:g} <"
+                f" {self.sweep_threshold_s:g}); lower the margin or the heartbeat"
+            )
 
 
 class _Phase(enum.Enum):
@@ -146,6 +170,7 @@ class _Attempt:
     started: float
     phase: _Phase = _Phase.EXECUTING
     cancel_requested: bool = False
+    fenced: str | None = None  # the reason, when the lease fence cancelled the handler
 
     @property
     def ref(self) -> AttemptRef:
@@ -226,6 +251,12 @@ class Worker:
         self._last_claim = time.monotonic()
         self._started = False
         self.stats = {"claimed": 0, "completed": 0, "lost": 0, "handed_back": 0}
+        self.fence = LeaseFence(
+            cfg.sweep_threshold_s - cfg.margin_s, cfg.margin_s / 2, self._fence_wedged
+        )
+        self.hard_exit: Any = os._exit
+        """Called with :data:`EXIT_FENCED` when fenced handlers will not stop (tests replace
+        it); the default ends the process at once, every thread with it."""
 
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> int:
@@ -253,6 +284,7 @@ class Worker:
             self._thread(self._monitor_main, "jobs-monitor"),
             self._thread(self._sweeper_main, "jobs-sweeper"),
         ]
+        self.fence.start()
         self._maybe_work.set()
         try:
             self._claim_loop()
@@ -293,7 +325,11 @@ class Worker:
                 with self._lock:
                     free = cfg.concurrency - self._executing
                 since = time.monotonic() - self._last_claim
-                due = free > 0 and (self._maybe_work.is_set() or since >= cfg.poll_interval_s)
+                due = (
+                    free > 0
+                    and self.fence.claiming_allowed
+                    and (self._maybe_work.is_set() or since >= cfg.poll_interval_s)
+                )
                 if due:
                     try:
                         self._claim(free)
@@ -313,6 +349,7 @@ class Worker:
         self._maybe_work.clear()
         self._last_claim = time.monotonic()
         finished: list[Job | None] = []
+        sent = time.monotonic()  # the claim's sign of life is no older than this
         try:
             if completions:
                 finished, jobs = self.service.complete_and_claim(
@@ -326,7 +363,7 @@ class Worker:
         if len(jobs) == free:
             self._maybe_work.set()  # a full batch: there may be more behind it
         for job in jobs:
-            self._start(job)
+            self._start(job, sent)
         if completions:
             self._completed(completions, finished)
 
@@ -343,7 +380,7 @@ class Worker:
         with self._lock:
             free = self.config.concurrency - self._executing
         batch = own + self._waiting_done(_MAX_BATCH - len(own))
-        if free <= 0 or not self._maybe_work.is_set():
+        if free <= 0 or not self._maybe_work.is_set() or not self.fence.claiming_allowed:
             for completion in batch:
                 self._completions.put(completion)
             return False
@@ -378,12 +415,18 @@ class Worker:
             self._completions.put(completion)
         return taken
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, proven_at: float) -> None:
         attempt = _Attempt(job, self._context(job), time.monotonic())
         with self._lock:
             self._held[job.id] = attempt
             self._executing += 1
             self.stats["claimed"] += 1
+
+        def fence(reason: str) -> None:
+            attempt.fenced = reason
+            attempt.ctx.cancel(reason)
+
+        self.fence.track(job.id, proven_at, fence)
         # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
         # attempt, duration and outcome). A second line per job cost a quarter of the worker's
         # CPU per job of a drain (bench/NOTES.md §3); which job a crashed worker was running
@@ -425,6 +468,13 @@ class Worker:
     def _slot_main(self) -> None:
         while (attempt := self._slots.get()) is not None:
             outcome = self._execute(attempt)
+            self.fence.stopped(attempt.job.id)
+            if attempt.fenced and isinstance(outcome, Cancelled) and not attempt.cancel_requested:
+                # Stopped by the fence, not by anyone's request: back to the queue, the attempt
+                # refunded (written if the link returns before the sweep takes the job).
+                outcome = Requeue(
+                    run_at=self.clock.now(), error=attempt.fenced[:500], refund_attempt=True
+                )
             completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
             # While work is known to wait, the slot claims for the free slots itself, its
             # outcome in the same round trip. It holds the claim lock from here: a stopping
@@ -514,6 +564,7 @@ class Worker:
                 self._give_up_writes.wait(delay)
                 continue
             retry.succeeded()
+            self.fence.link_ok()
             self._completed(batch, jobs)
             return
 
@@ -692,7 +743,9 @@ class Worker:
             held = list(self._held.values())
         if not held:
             return set()
+        sent = time.monotonic()  # the beat written is no older than this
         alive = self.store.heartbeat([a.ref for a in held], self.clock.now())
+        self.fence.proved(alive, sent)
         for attempt in held:
             # Only a job still executing can have lost its lease unseen: a completing one is
             # being written (the write itself is fenced), a handed-back one was given away.
@@ -794,6 +847,7 @@ class Worker:
         self._halt.set()
         for thread in housekeeping:
             thread.join(5.0)
+        self.fence.close()
         self.wakeup.close()
         stats = dict(self.stats)
         log_event(
@@ -857,6 +911,14 @@ class Worker:
         with self._lock:
             for attempt in attempts:
                 self._held.pop(attempt.job.id, None)
+
+    def _fence_wedged(self, reason: str) -> None:
+        """Fenced handlers would not stop: end the process before another worker may run their
+        jobs (the sweep re-queues them; the supervisor starts a new worker)."""
+        log_event(log, logging.CRITICAL, "worker.fenced_exit", code=EXIT_FENCED, reason=reason)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self.hard_exit(EXIT_FENCED)
 
     @staticmethod
     def _thread(target: Any, name: str) -> threading.Thread:
