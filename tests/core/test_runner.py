@@ -197,3 +197,20 @@ def test_a_retryable_error_after_a_cancellation_request_cancels_instead() -> Non
     job_type = JobType("t", flaky, retry=RetryPolicy(retry_on=(TimeoutError,)))
     outcome = execute(job_type, context(running_job(max_attempts=3)), NOW)
     assert isinstance(outcome, Cancelled)
+
+
+def test_a_report_over_the_size_limit_fails_the_attempt_with_a_clear_error() -> None:
+    from jobs_core import DocumentTooLarge
+    from jobs_core.limits import DOCUMENT_MAX_BYTES, oversize
+
+    job_type = JobType("big", lambda ctx: {"blob": "x" * (2 * DOCUMENT_MAX_BYTES)})
+    ctx = context()
+    outcome = execute(job_type, ctx, NOW)
+    assert isinstance(outcome, Failed)
+    assert "more than the 1.0 MiB a job may hold" in outcome.error
+    assert len(outcome.error) < 300
+    assert outcome.report is not None
+    assert outcome.report["exception_type"] == "DocumentTooLarge"
+    assert oversize({"a": "x" * 100}) is None
+    with pytest.raises(DocumentTooLarge, match="progress document over"):
+        ctx.report_progress(1, 2, force=True, rows=["y" * 1000] * 2000)

@@ -22,6 +22,7 @@ from jobs_core.domain import (
 )
 from jobs_core.errors import (
     DedupConflict,
+    DocumentTooLarge,
     DuplicateJobType,
     InvalidTransition,
     JobCancelled,
@@ -48,6 +49,7 @@ __all__ = [
     "Clock",
     "DedupConflict",
     "DedupScope",
+    "DocumentTooLarge",
     "Done",
     "DuplicateJobType",
     "Enqueued",

@@ -77,6 +77,10 @@ class StoreRefused(JobsError):
         self.sqlstate = sqlstate
 
 
+class DocumentTooLarge(JobsError):
+    """A report or progress document is over :data:`jobs_core.limits.DOCUMENT_MAX_BYTES`."""
+
+
 class JobCancelled(JobsError):
     """The job was cancelled while it ran."""
 

@@ -19,6 +19,7 @@ from typing import Any, cast
 from jobs_core.context import JobContext
 from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
 from jobs_core.errors import JobCancelled, JobTimeout
+from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
 
 log = logging.getLogger("jobs.runner")
@@ -52,7 +53,22 @@ def execute(job_type: JobType, ctx: JobContext, now: datetime | Callable[[], dat
             error=f"handler returned {type(result).__name__}, expected a mapping or None",
             report={"exception_type": "TypeError"},
         )
-    return Done(report=dict(result) if result is not None else None)
+    report = dict(result) if result is not None else None
+    size = oversize(report)
+    if size is not None:
+        return Failed(
+            error=(
+                f"the handler's report is over {describe_size(size - 1)} of JSON, more than the"
+                f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: keep large results out of"
+                " the job (store them elsewhere, report a reference)"
+            ),
+            report={
+                "exception_type": "DocumentTooLarge",
+                "report_bytes_over": size - 1,
+                "limit_bytes": DOCUMENT_MAX_BYTES,
+            },
+        )
+    return Done(report=report)
 
 
 def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: datetime) -> Outcome:
