@@ -98,6 +98,7 @@ def worker_config(values: Mapping[str, Any]) -> WorkerConfig:
         cancel_check_s=settings.cancel_check_s,
         shutdown_grace_s=settings.shutdown_grace_s,
         lease_margin_s=settings.effective_lease_margin_s,
+        timeout_grace_s=settings.timeout_grace_s,
     )
 
 

@@ -26,6 +26,7 @@ from typing import Any
 from jobs_core import DuplicateJobType, Registry
 from pydantic import ValidationError
 
+from jobs_worker import worker as worker_module
 from jobs_worker.containers import build_container
 from jobs_worker.logs import configure_logging, log_event
 from jobs_worker.registries import (
@@ -43,9 +44,9 @@ EXIT_OK = 0
 EXIT_CRASHED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
-EXIT_WEDGED = 4
+EXIT_WEDGED = worker_module.EXIT_WEDGED
 """A handler overran its timeout and did not stop within ``JOBS_TIMEOUT_GRACE_S``."""
-EXIT_FENCED = 5
+EXIT_FENCED = worker_module.EXIT_FENCED
 """The worker could not prove its leases and a fenced handler did not stop in time."""
 
 ENVIRONMENT_HELP = """\

@@ -79,6 +79,11 @@ _HANDED_BACK = "the worker shut down before the job finished"
 
 _LISTEN_WAIT_S = 0.5
 
+EXIT_WEDGED = 4
+"""The exit code of a worker one of whose handlers overran its timeout by more than
+``timeout_grace_s`` (docs/worker.md, "Timeouts"): its other jobs were handed back, its
+supervisor starts a new process (the only way to stop that code)."""
+
 EXIT_FENCED = 5
 """The exit code of a worker that fenced itself and whose handlers would not stop in time
 (docs/worker.md, "The lease fence"): its supervisor starts a new one."""
@@ -107,6 +112,8 @@ class WorkerConfig:
     """How a :class:`Worker` paces itself (all durations in seconds of real time).
 
     ``backoff_initial_s`` / ``backoff_cap_s`` bound the retries of a store call during an outage.
+    ``timeout_grace_s``: how long a handler still running after its timeout may keep its slot
+    before the worker exits with :data:`EXIT_WEDGED`.
     ``lease_margin_s`` (default: a fifth of ``sweep_threshold_s``): a handler whose lease was
     not proven for ``sweep_threshold_s - lease_margin_s`` is cancelled, and the process exits
     if it has not stopped ``lease_margin_s / 2`` later (:mod:`jobs_worker.fence`).
@@ -122,6 +129,7 @@ class WorkerConfig:
     backoff_initial_s: float = 0.1
     backoff_cap_s: float = 5.0
     lease_margin_s: float | None = None
+    timeout_grace_s: float = 30.0
 
     @property
     def margin_s(self) -> float:
@@ -141,6 +149,7 @@ class WorkerConfig:
             "cancel_check_s",
             "backoff_initial_s",
             "backoff_cap_s",
+            "timeout_grace_s",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
@@ -171,6 +180,7 @@ class _Attempt:
     phase: _Phase = _Phase.EXECUTING
     cancel_requested: bool = False
     fenced: str | None = None  # the reason, when the lease fence cancelled the handler
+    overrun: threading.Thread | None = None  # the handler's thread, still running past timeout
 
     @property
     def ref(self) -> AttemptRef:
@@ -220,7 +230,8 @@ class _Retry:
 class Worker:
     """Runs the registered job types of ``service`` on ``config.concurrency`` slots.
 
-    ``run()`` blocks until the worker has stopped and returns the process exit code (0);
+    ``run()`` blocks until the worker has stopped and returns the process exit code (0, or
+    :data:`EXIT_WEDGED` when a handler overran its timeout beyond the grace);
     ``stop()`` may be called from any thread (a signal handler included).
     """
 
@@ -254,6 +265,7 @@ class Worker:
         self.fence = LeaseFence(
             cfg.sweep_threshold_s - cfg.margin_s, cfg.margin_s / 2, self._fence_wedged
         )
+        self.exit_code = 0
         self.hard_exit: Any = os._exit
         """Called with :data:`EXIT_FENCED` when fenced handlers will not stop (tests replace
         it); the default ends the process at once, every thread with it."""
@@ -290,7 +302,7 @@ class Worker:
             self._claim_loop()
         finally:
             self._shutdown(slots, completer, housekeeping)
-        return 0
+        return self.exit_code
 
     def stop(self, graceful: bool = True) -> None:
         """Stop claiming; running jobs finish (``graceful``) or are cancelled and handed back.
@@ -475,6 +487,11 @@ class Worker:
                 outcome = Requeue(
                     run_at=self.clock.now(), error=attempt.fenced[:500], refund_attempt=True
                 )
+            if attempt.overrun is not None:
+                completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
+                if not self._linger(attempt, completion, attempt.overrun):
+                    return  # the worker is wedged and exits; this thread stays with the code
+                continue
             completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
             # While work is known to wait, the slot claims for the free slots itself, its
             # outcome in the same round trip. It holds the claim lock from here: a stopping
@@ -518,13 +535,61 @@ class Worker:
         job = attempt.job
         try:
             job_type = self.service.registry.get(job.type)
-            return execute(job_type, attempt.ctx, self.clock.now)
+
+            def overrun(thread: threading.Thread) -> None:
+                attempt.overrun = thread
+
+            return execute(job_type, attempt.ctx, self.clock.now, on_overrun=overrun)
         except UnknownJobType as error:
             return Failed(error=str(error), report={"exception_type": "UnknownJobType"})
         except BaseException as error:  # SystemExit or the like from a handler: the job fails
             return Failed(
                 error=short_error(error), report={"exception_type": type(error).__qualname__}
             )
+
+    def _linger(self, attempt: _Attempt, completion: _Completion, thread: threading.Thread) -> bool:
+        """The handler overran its timeout: its failure is written now, but its slot stays
+        counted as busy until its code really stops (no hidden oversubscription). Past
+        ``timeout_grace_s`` the worker is wedged (:meth:`_wedged`); False then."""
+        with self._lock:
+            if attempt.phase is not _Phase.HANDED_BACK:
+                attempt.phase = _Phase.COMPLETING
+                self._completions.put(completion)
+        grace = self.config.timeout_grace_s
+        log_event(
+            log,
+            logging.WARNING,
+            "job.overrun",
+            job_id=attempt.job.id,
+            type=attempt.job.type,
+            grace_s=grace,
+            note="failed at its timeout; its slot stays busy until the handler's code stops",
+        )
+        deadline = time.monotonic() + grace
+        while thread.is_alive():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._wedged(
+                    f"the handler of job {attempt.job.id} ({attempt.job.type}) still runs"
+                    f" {grace:g} s after its timeout"
+                )
+                return False
+            thread.join(min(remaining, 0.5))
+        with self._lock:
+            self._executing -= 1
+            self._idle.notify_all()
+        self._kick.set()
+        return True
+
+    def _wedged(self, reason: str) -> None:
+        """A handler will not stop: stop claiming, hand the other jobs back, exit with
+        :data:`EXIT_WEDGED` so the supervisor starts a fresh process."""
+        with self._lock:
+            if self.exit_code:
+                return
+            self.exit_code = EXIT_WEDGED
+        log_event(log, logging.CRITICAL, "worker.wedged", code=EXIT_WEDGED, reason=reason)
+        self.stop(graceful=False)
 
     # -- completions ----------------------------------------------------------------------------
     def _completer_main(self) -> None:
