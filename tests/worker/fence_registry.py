@@ -8,7 +8,9 @@ link. Two rows of one job whose intervals overlap are two executions at the same
 
 - ``overlap`` runs ``payload["seconds"]`` seconds (``payload["retry_seconds"]`` from its second
   attempt on, if given), checking its cancellation every 20 ms;
-- ``quick`` returns at once (its row is the proof a worker runs jobs).
+- ``quick`` returns at once (its row is the proof a worker runs jobs);
+- ``stuck`` (timeout 0.3 s) sleeps ``payload["seconds"]`` without ever looking at its
+  cancellation, as code stuck in a blocking call would.
 """
 
 from __future__ import annotations
@@ -99,3 +101,15 @@ def quick(ctx: JobContext) -> Mapping[str, Any]:
 
 registry.register(JobType("overlap", overlap, description="Runs a while, recording its span."))
 registry.register(JobType("quick", quick, description="Records one execution."))
+
+
+def stuck(ctx: JobContext) -> None:
+    """Ignore the timeout and the cancellation for ``seconds``."""
+    _started(ctx)
+    time.sleep(float(ctx.payload.get("seconds", 60)))
+    _ended(ctx, "done")
+
+
+registry.register(
+    JobType("stuck", stuck, timeout_s=0.3, description="Overruns its timeout, deaf to it.")
+)

@@ -185,3 +185,23 @@ def test_a_frozen_worker_fences_itself_and_runs_the_queue_when_the_link_returns(
     again = job_of(service.store, job.id)
     assert again.status in {Status.QUEUED, Status.RUNNING, Status.DONE}
     assert again.attempts <= 2
+
+
+def test_a_handler_stuck_past_its_timeout_and_grace_makes_the_worker_exit_4(
+    service: JobService, pg_engine: Engine, pg_url: str, spawn: Any
+) -> None:
+    """The slot stays busy while the stuck code runs; after JOBS_TIMEOUT_GRACE_S the worker
+    hands its other job back (attempt refunded) and exits 4, for its supervisor to restart it."""
+    worker = spawn(pg_url, JOBS_CONCURRENCY="2", JOBS_TIMEOUT_GRACE_S="2")
+    worker.wait_started()
+    other = _enqueue(service, "overlap", {"seconds": 120})
+    wait_until(lambda: _executions(pg_engine), 30, "the other job to start")
+    stuck = _enqueue(service, "stuck", {"seconds": 120})
+    assert worker.wait_exit(60) == 4
+    assert job_of(service.store, stuck.id).status is Status.FAILED
+    handed_back = job_of(service.store, other.id)
+    assert handed_back.status is Status.QUEUED
+    assert handed_back.attempts == 0
+    log = worker.log()
+    assert "event=job.overrun" in log
+    assert "event=worker.wedged" in log
