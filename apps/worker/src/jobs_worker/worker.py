@@ -459,6 +459,10 @@ class Worker:
         ref = job.ref
 
         def save_progress(document: Mapping[str, Any]) -> bool:
+            if not self.fence.claiming_allowed:
+                # The link is known silent: a write would only block the handler, which must
+                # be free to see its cancellation (docs/worker.md, "The lease fence").
+                return True
             try:
                 return self.store.save_progress(ref, dict(document), self.clock.now())
             except Exception as error:
