@@ -13,11 +13,15 @@ Threads (decision 0001 and 0006):
 - the **listener** turns :class:`~jobs_core.ports.Wakeup` signals (LISTEN/NOTIFY) into claims;
 - the **monitor** checks running jobs for cancellation requests (every ``cancel_check_s``) and
   heartbeats them (every ``heartbeat_s``); a job whose lease is gone gets its context cancelled;
-- the **sweeper** re-queues or fails zombies at start and every ``sweep_interval_s``.
+- the **sweeper** re-queues or fails zombies at start and every ``sweep_interval_s``;
+- the **fence** (:mod:`jobs_worker.fence`) cancels the handlers whose lease could not be proven
+  in time and stops the claims until the store answers (docs/worker.md, "The lease fence").
 
 Every store call is guarded: an outage is logged, retried with exponential backoff (capped) and
-never kills the worker; an outcome that cannot be written is retried until it is written or its
-lease is gone. See :meth:`Worker.stop` for shutdown.
+never kills the worker; an outcome that cannot be written through an outage is retried until it
+is written or its lease is gone, one the store refuses (``StoreRefused``) is replaced by a short
+failure. A handler past its timeout keeps its slot until it stops (docs/worker.md, "Timeouts").
+See :meth:`Worker.stop` for shutdown.
 """
 
 from __future__ import annotations
