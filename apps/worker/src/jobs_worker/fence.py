@@ -67,13 +67,20 @@ class LeaseFence:
         self._closed = False
         self.fenced_total = 0
         self._thread: threading.Thread | None = None
+        self._wakes_at: float | None = None  # when the thread looks next (None: on a change)
+        self._dirty = False  # a lease came due earlier than that: look again before waiting
 
     # -- what the worker tells the fence ----------------------------------------------------
     def track(self, job_id: uuid.UUID, proven_at: float, cancel: Callable[[str], None]) -> None:
         """A handler starts for ``job_id``, whose claim was sent at ``proven_at``."""
         with self._changed:
             self._leases[job_id] = _Lease(proven_at, cancel)
-            self._changed.notify_all()
+            due = proven_at + self.window_s
+            # Woken only when this deadline comes before the one it waits for: once per job
+            # would cost a thread switch per job at a few thousand jobs a second.
+            if self._wakes_at is None or due < self._wakes_at:
+                self._dirty = True
+                self._changed.notify_all()
 
     def proved(self, job_ids: Iterable[uuid.UUID], sent_at: float) -> None:
         """A heartbeat sent at ``sent_at`` succeeded and found ``job_ids`` still held: their
@@ -86,17 +93,16 @@ class LeaseFence:
             if self._link_lost:
                 self._link_lost = False
                 log_event(log, logging.INFO, "worker.fence_lifted", note="the store answers again")
-            self._changed.notify_all()
 
     def link_ok(self) -> None:
         """A store call went through: claiming may resume (no lease is proven by it)."""
         self.proved((), 0.0)
 
     def stopped(self, job_id: uuid.UUID) -> None:
-        """The handler of ``job_id`` returned: nothing of it runs any more."""
+        """The handler of ``job_id`` returned: nothing of it runs any more (no wake-up: a
+        deadline gone never makes the next one earlier)."""
         with self._changed:
             self._leases.pop(job_id, None)
-            self._changed.notify_all()
 
     @property
     def claiming_allowed(self) -> bool:
@@ -178,6 +184,13 @@ class LeaseFence:
             with self._changed:
                 if self._closed:
                     return
+                if self._dirty:  # tracked while the thread was checking: check again first
+                    self._dirty = False
+                    continue
                 timeout = None if upcoming is None else max(0.0, upcoming - self._clock())
-                # Woken by any change (a new lease, a proof); else at the next deadline.
-                self._changed.wait(timeout if timeout is None else min(timeout, 1.0))
+                if timeout is not None:
+                    timeout = min(timeout, 1.0)
+                self._wakes_at = None if timeout is None else self._clock() + timeout
+                # Woken by a lease due earlier than that; else at the next deadline (a proof
+                # only moves deadlines later: the thread finds them when it wakes).
+                self._changed.wait(timeout)
