@@ -53,7 +53,11 @@ def test_the_workers_engine_bounds_every_wait(pg_url: str) -> None:
 def test_a_call_on_a_frozen_link_is_aborted_at_its_deadline_and_the_next_one_works(
     proxy: LinkProxy, pg_engine: Engine, clock: FakeClock
 ) -> None:
-    engine = create_engine(proxy.url, pool_size=2, connect_args={"connect_timeout": 2})
+    # One pooled connection: the frozen call is on it (not on a new connection, whose
+    # connect_timeout would answer first).
+    engine = create_engine(
+        proxy.url, pool_size=1, max_overflow=0, connect_args={"connect_timeout": 2}
+    )
     abort_stuck_calls(engine, 1.0)
     store = PostgresJobStore(engine)
     try:
