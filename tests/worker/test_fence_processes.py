@@ -26,7 +26,7 @@ from sqlalchemy import text
 from tests.postgres.proxy import LinkProxy
 from tests.worker import fence_registry
 from tests.worker.helpers import ORG, job_of, wait_until
-from tests.worker.test_worker_processes import WorkerProcess
+from tests.worker.processes import WorkerProcess
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
