@@ -16,18 +16,22 @@ checker knows what the final status of every job may be.
 
 Every execution writes two rows in ``chaos_executions`` (:data:`RECORDER_DDL`): ``start`` before
 it does anything and ``end`` when the handler's code is over, each with the handler's own clock
-(all processes run on one machine), the attempt and the worker's pid. The rows go through a
-connection of their own, straight to the server (``CHAOS_RECORDER_URL``, never the blackholed
-proxy), retried until written: the recorder is the witness, it must not be what fails.
+(all processes run on one machine), the attempt and the worker's pid. The :class:`Recorder`
+journals them to a file at once and inserts them behind the handler's back on a connection of
+its own, straight to the server (never the blackholed proxy): the witness must neither fail nor
+hold the handler up.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import threading
 import time
 import uuid
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -49,8 +53,8 @@ RECORDER_URL_ENV = "CHAOS_RECORDER_URL"
 RECORDER_APP = "chaos-recorder"
 """``application_name`` of the recorder's connections: the backend-killing fault spares them."""
 
-RECORDER_GIVE_UP_S = 300.0
-"""A recorder write is retried this long through outages, then the handler raises."""
+JOURNAL_DIR_ENV = "CHAOS_JOURNAL_DIR"
+"""Where each worker process appends its witness rows, one JSON line each (``<pid>.jsonl``)."""
 
 KINDS = {
     "o": "ok",
@@ -91,24 +95,25 @@ def planned_kind(plan: str, attempt: int) -> str:
 
 
 class Recorder:
-    """Writes execution rows on one autocommit connection per thread, retried until written.
+    """The witness of one worker process: a journal file written at once, a table filled behind.
 
-    ``INSERT … ON CONFLICT DO NOTHING`` on ``(exec_id, kind)``: a row whose commit was acked too
-    late (a terminated backend, a restart) is written again without a duplicate."""
+    :meth:`write` appends the row as one JSON line to ``<CHAOS_JOURNAL_DIR>/<pid>.jsonl`` (one
+    ``write`` system call on an ``O_APPEND`` file: it survives a ``kill -9`` the moment it
+    returns, and it never waits for the database), then hands it to a thread that inserts it
+    into ``chaos_executions`` over a connection of its own, straight to the server
+    (``CHAOS_RECORDER_URL``), retrying through outages. So the table is live for the runner
+    (the blackhole waits on it), and a handler never blocks on its witness: a handler stuck
+    writing a row while the database restarts would be a handler the worker's lease fence
+    cannot stop, which would be the witness changing what it observes. At the end the runner
+    loads every journal into the table (``ON CONFLICT DO NOTHING`` on ``(exec_id, kind)``), so
+    a row whose insert a kill interrupted is not lost either.
+    """
 
-    def __init__(self, url: str | None = None) -> None:
-        self._url = url
-        self._local = threading.local()
-
-    def _connection(self) -> psycopg.Connection[Any]:
-        conn: psycopg.Connection[Any] | None = getattr(self._local, "conn", None)
-        if conn is None or conn.closed:
-            url = self._url or os.environ[RECORDER_URL_ENV]
-            conn = psycopg.connect(
-                url, autocommit=True, application_name=RECORDER_APP, connect_timeout=5
-            )
-            self._local.conn = conn
-        return conn
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._pid = 0
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
 
     def write(
         self,
@@ -120,28 +125,80 @@ class Recorder:
         planned_ms: int,
         outcome: str,
     ) -> None:
-        """Insert one row; through an outage, retry with backoff for up to
-        :data:`RECORDER_GIVE_UP_S` seconds."""
-        deadline = time.monotonic() + RECORDER_GIVE_UP_S
+        """Journal one row now; insert it into the table soon."""
+        row = (
+            str(exec_id),
+            kind,
+            str(ctx.job.id),
+            ctx.attempt,
+            os.getpid(),
+            at,
+            planned_ms,
+            outcome,
+        )
+        os.write(self._journal(), (json.dumps(row) + "\n").encode())
+        self._queue.put(row)
+
+    def _journal(self) -> int:
+        with self._lock:
+            if self._fd is None or self._pid != os.getpid():
+                path = Path(os.environ[JOURNAL_DIR_ENV]) / f"{os.getpid()}.jsonl"
+                self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                self._pid = os.getpid()
+                threading.Thread(
+                    target=self._insert_rows, name="chaos-recorder", daemon=True
+                ).start()
+            return self._fd
+
+    def _insert_rows(self) -> None:
+        conn: psycopg.Connection[Any] | None = None
+        batch: list[tuple[Any, ...]] = []
         delay = 0.05
         while True:
+            if not batch:
+                batch.append(self._queue.get())
+            while len(batch) < 500:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                self._connection().execute(
-                    "INSERT INTO chaos_executions "
-                    "(exec_id, kind, job_id, attempt, pid, at, planned_ms, outcome) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    (exec_id, kind, ctx.job.id, ctx.attempt, os.getpid(), at, planned_ms, outcome),
-                )
-                return
-            except (psycopg.OperationalError, psycopg.InterfaceError):
-                conn = getattr(self._local, "conn", None)
+                if conn is None or conn.closed:
+                    conn = psycopg.connect(
+                        os.environ[RECORDER_URL_ENV],
+                        autocommit=True,
+                        application_name=RECORDER_APP,
+                        connect_timeout=5,
+                    )
+                with conn.cursor() as cursor:
+                    cursor.executemany(INSERT_ROW, batch)
+                batch, delay = [], 0.05
+            except psycopg.Error:
                 if conn is not None:
                     conn.close()
-                self._local.conn = None
-                if time.monotonic() + delay > deadline:
-                    raise
+                conn = None
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
+
+
+INSERT_ROW = (
+    "INSERT INTO chaos_executions (exec_id, kind, job_id, attempt, pid, at, planned_ms, outcome) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"
+)
+"""One witness row (the journal's lines hold the same tuple)."""
+
+
+def read_journals(directory: Path) -> tuple[list[tuple[Any, ...]], int]:
+    """Every row of the journals in ``directory``, and how many lines could not be read."""
+    rows: list[tuple[Any, ...]] = []
+    unreadable = 0
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(tuple(json.loads(line)))
+            except ValueError:
+                unreadable += 1
+    return rows, unreadable
 
 
 recorder = Recorder()

@@ -273,12 +273,15 @@ class Fleet:
         self.config = config
         self.logs = logs
         self.direct_url = direct_url
+        self.journals = logs / "journal"
+        self.journals.mkdir(exist_ok=True)
         self.slots = [
             WorkerSlot(i, linked_url if (i == 0 and linked_url) else direct_url, i == 0)
             for i in range(config.workers)
         ]
         self.killed: dict[int, float] = {}
         self.exited: dict[int, float] = {}
+        self.ended: dict[int, float] = {}  # pid -> when the reaper saw it end
         self.exit_codes: dict[int, int] = {}
         self.unexpected_exits: list[dict[str, Any]] = []
         self.replacements = 0
@@ -295,6 +298,7 @@ class Fleet:
                 "JOBS_DATABASE_URL": slot.url,
                 "JOBS_DATA_DIR": str(self.logs / "data"),
                 jobtype.RECORDER_URL_ENV: self.direct_url,
+                jobtype.JOURNAL_DIR_ENV: str(self.journals),
                 "PGAPPNAME": self.app_name(slot),
                 "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
             }
@@ -308,6 +312,15 @@ class Fleet:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches the runner only; it stops them
             )
+        threading.Thread(
+            target=self._watch, args=(slot.process,), name="chaos-reaper", daemon=True
+        ).start()
+
+    def _watch(self, process: subprocess.Popen[bytes]) -> None:
+        """Note the instant the process ends: an execution it left without an end row ran
+        until then (never earlier, so no overlap is hidden)."""
+        process.wait()
+        self.ended[process.pid] = time.time()
 
     def start_all(self) -> None:
         for slot in self.slots:
@@ -343,6 +356,7 @@ class Fleet:
             self.killed[process.pid] = time.time()
             os.kill(process.pid, signal.SIGKILL)
             process.wait(30)
+            self.killed[process.pid] = self._end_of(process)
             self.exit_codes[process.pid] = process.returncode
             self.replacements += 1
             self.start(slot)
@@ -355,7 +369,7 @@ class Fleet:
                 process = slot.process
                 if process is None or process.poll() is None:
                     continue
-                self.exited[process.pid] = time.time()
+                self.exited[process.pid] = self._end_of(process)
                 self.exit_codes[process.pid] = process.returncode
                 self.unexpected_exits.append(
                     {
@@ -368,6 +382,12 @@ class Fleet:
                 )
                 self.replacements += 1
                 self.start(slot)
+
+    def _end_of(self, process: subprocess.Popen[bytes]) -> float:
+        deadline = time.monotonic() + 1.0  # the reaper notes it a moment after wait() returns
+        while process.pid not in self.ended and time.monotonic() < deadline:
+            time.sleep(0.005)
+        return self.ended.get(process.pid, time.time())
 
     def alive_count(self) -> int:
         return sum(slot.alive() for slot in self.slots)
@@ -391,7 +411,7 @@ class Fleet:
                     stuck.append(process.pid)
                     process.kill()
                     process.wait(10)
-                self.exited.setdefault(process.pid, time.time())
+                self.exited.setdefault(process.pid, self._end_of(process))
                 self.exit_codes[process.pid] = process.returncode
             return stuck
 
@@ -471,6 +491,7 @@ class ChaosRun:
         self._stop = threading.Event()
         self._blackhole_thread: threading.Thread | None = None
         self._blackhole_active = threading.Event()
+        self._work_over = threading.Event()
         self._lock = threading.Lock()
 
     # -- helpers --
@@ -553,6 +574,7 @@ class ChaosRun:
         lifetimes = check.Lifetimes(
             killed=dict(self.fleet.killed), exited=dict(self.fleet.exited), run_end=time.time()
         )
+        self._load_journals()
         verdict = self._check(lifetimes)
         return self._results(verdict, setup_s, chaos_s, finished_in, stuck)
 
@@ -595,12 +617,12 @@ class ChaosRun:
                 next_progress = now + cfg.progress_s
                 if counts["finished"] >= cfg.jobs and finished_in is None:
                     finished_in = now - began
-                if (
-                    finished_in is not None
-                    and not pending_first
-                    and not self._blackhole_active.is_set()
-                ):
-                    return finished_in
+                    # The work is over: only the kinds that have not happened yet are due.
+                    due = {k: at for k, at in due.items() if k in pending_first}
+                if finished_in is not None and not pending_first:
+                    self._work_over.set()  # a blackhole still waiting for a job gives up
+                    if not self._blackhole_active.is_set():
+                        return finished_in
             if now - began > cfg.timeout_s:
                 print(f"timeout: {cfg.timeout_s:g} s elapsed with jobs unfinished", flush=True)
                 return finished_in
@@ -609,8 +631,9 @@ class ChaosRun:
                 if self._fault(kind):
                     pending_first.discard(kind)
                 due[kind] = time.monotonic() + self.rng.expovariate(1 / cfg.every[kind])
-                if finished_in is not None and not pending_first:
-                    due.clear()  # the work is over: no new fault, only the pending first ones
+                if finished_in is not None:
+                    # The work is over: only the kinds that have not happened yet are due.
+                    due = {k: at for k, at in due.items() if k in pending_first}
                 continue
             wake = min([next_progress, *due.values()]) if due else next_progress
             time.sleep(max(0.0, min(0.2, wake - time.monotonic())))
@@ -624,7 +647,7 @@ class ChaosRun:
         finished = sum(statuses.get(s, 0) for s in check.FINISHED)
         rate = f"{(finished - last_finished) / interval:.0f}" if interval > 0.5 else "-"
         c = self.counts
-        hole = " (on)" if self._blackhole_active.is_set() else ""
+        hole = " (on)" if self.proxy is not None and self.proxy.silent else ""
         print(
             f"[{elapsed:7.1f}s] finished {finished}/{self.config.jobs} "
             f"(done {statuses.get('done', 0)} failed {statuses.get('failed', 0)} "
@@ -708,11 +731,14 @@ class ChaosRun:
             linked = self.fleet.slots[0]
             deadline = time.monotonic() + cfg.blackhole_wait_s
             held = 0
-            while time.monotonic() < deadline and not self._stop.is_set():
+            while time.monotonic() < deadline and not self._work_over.is_set():
                 held = self._long_jobs_held(linked.pid)
                 if held:
                     break
-                self._stop.wait(0.25)
+                self._work_over.wait(0.25)
+            if self._work_over.is_set() and not held:
+                self.event("blackhole.skipped", reason="every job had finished")
+                return
             self.proxy.blackhole()
             self.counts["blackholes"] += 1
             self.counts["blackholes_holding_long_job"] += bool(held)
@@ -760,6 +786,23 @@ class ChaosRun:
         return asked > 0
 
     # -- the verdict --
+    def _load_journals(self) -> None:
+        """Complete the recorder table from the workers' journals (a row whose insert a kill
+        cut short is in the journal); count what only the journals had."""
+        before = self.db.query("SELECT count(*) FROM chaos_executions")[0][0]
+        rows, unreadable = jobtype.read_journals(self.fleet.journals)
+        import psycopg
+
+        with psycopg.connect(self.server.url(), autocommit=True) as conn, conn.cursor() as cur:
+            cur.executemany(jobtype.INSERT_ROW, rows)
+        after = self.db.query("SELECT count(*) FROM chaos_executions")[0][0]
+        self.witness = {
+            "journal_rows": len(rows),
+            "journal_lines_unreadable": unreadable,
+            "rows_only_in_journals": int(after) - int(before),
+            "table_rows": int(after),
+        }
+
     def _check(self, lifetimes: check.Lifetimes) -> check.Verdict:
         jobs = [
             check.JobRow(
@@ -812,6 +855,7 @@ class ChaosRun:
             "unexpected_worker_exits": len(self.fleet.unexpected_exits),
             "workers_not_stopping_on_sigterm": len(stuck),
             "executions": verdict.executions,
+            "witness": self.witness,
             "overlaps": counts["overlaps"],
             "overlap_s": round(verdict.overlap_seconds, 3),
             "lost": counts["lost"] + counts["missing"],
@@ -828,7 +872,9 @@ class ChaosRun:
         }
         return {
             "suite": "chaos",
-            "ok": verdict.ok and finished_in is not None,
+            "ok": verdict.ok
+            and finished_in is not None
+            and not self.witness["journal_lines_unreadable"],
             "command": " ".join(["python -m bench.chaos", *sys.argv[1:]]),
             "config": _jsonable(asdict(cfg)),
             "environment": _environment(self.server.version),
