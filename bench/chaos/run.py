@@ -605,7 +605,7 @@ class ChaosRun:
         self.rng.shuffle(kinds)
         due = {kind: now + at for kind, at in zip(kinds, first, strict=True)}
         pending_first = set(kinds)
-        next_progress = now
+        next_progress = next_done_check = now
         last_finished, last_t = 0, now
         finished_in: float | None = None
         while True:
@@ -615,14 +615,19 @@ class ChaosRun:
                 counts = self._progress(now - began, last_finished, now - last_t)
                 last_finished, last_t = counts["finished"], now
                 next_progress = now + cfg.progress_s
-                if counts["finished"] >= cfg.jobs and finished_in is None:
+            if finished_in is None and now >= next_done_check:
+                # Every half second (the queue index makes it cheap), so the duration is exact
+                # to that, not to the progress period.
+                next_done_check = now + 0.5
+                if self._all_finished():
                     finished_in = now - began
                     # The work is over: only the kinds that have not happened yet are due.
                     due = {k: at for k, at in due.items() if k in pending_first}
-                if finished_in is not None and not pending_first:
-                    self._work_over.set()  # a blackhole still waiting for a job gives up
-                    if not self._blackhole_active.is_set():
-                        return finished_in
+                    self._progress(now - began, last_finished, now - last_t)
+            if finished_in is not None and not pending_first:
+                self._work_over.set()  # a blackhole still waiting for a job gives up
+                if not self._blackhole_active.is_set():
+                    return finished_in
             if now - began > cfg.timeout_s:
                 print(f"timeout: {cfg.timeout_s:g} s elapsed with jobs unfinished", flush=True)
                 return finished_in
@@ -637,6 +642,15 @@ class ChaosRun:
                 continue
             wake = min([next_progress, *due.values()]) if due else next_progress
             time.sleep(max(0.0, min(0.2, wake - time.monotonic())))
+
+    def _all_finished(self) -> bool:
+        try:
+            rows = self.db.query(
+                "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')", patience_s=1
+            )
+        except Exception:
+            return False  # the server is down: not finished as far as anyone can tell
+        return bool(rows) and int(rows[0][0]) == 0
 
     def _progress(self, elapsed: float, last_finished: int, interval: float) -> dict[str, int]:
         try:
