@@ -515,6 +515,7 @@ class ChaosRun:
             f"blackhole {'on' if cfg.blackhole else 'off'}; logs in {self.workdir}",
             flush=True,
         )
+        self.environment = _environment()  # the commit that runs, read before it can change
         setup_began = time.monotonic()
         # Each replacement of a killed worker imports the whole stack: from .pyc, as deployed.
         compile_bytecode(ROOT)
@@ -891,7 +892,11 @@ class ChaosRun:
             and not self.witness["journal_lines_unreadable"],
             "command": " ".join(["python -m bench.chaos", *sys.argv[1:]]),
             "config": _jsonable(asdict(cfg)),
-            "environment": _environment(self.server.version),
+            "environment": {
+                **self.environment,
+                "postgres": self.server.version,
+                "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
+            },
             "figures": figures,
             "verdict": verdict.as_dict(),
             "unexpected_worker_exits": self.fleet.unexpected_exits,
@@ -909,7 +914,7 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _environment(pg_version: str) -> dict[str, Any]:
+def _environment() -> dict[str, Any]:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"],
         cwd=ROOT,
@@ -917,11 +922,18 @@ def _environment(pg_version: str) -> dict[str, Any]:
         text=True,
         check=False,
     ).stdout.strip()
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    if commit and changed:
+        commit += "+uncommitted changes"
     return {
         "cpus": os.cpu_count(),
-        "load_avg_at_end": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
-        "postgres": pg_version,
         "platform": platform.platform(),
         "commit": commit or None,
         "note": "shared machine: other processes compete for the CPUs; read rates as rough",
