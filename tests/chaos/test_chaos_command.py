@@ -4,8 +4,9 @@ command, with its own embedded PostgreSQL, real worker processes and every fault
 
 On the worker before its lease fence (issue 11, finding 1) this test failed: the blackholed
 worker kept running its handler while another worker ran the same job (an overlap of 0.1 to 7
-s per run). The seed is random on purpose (chaos that always hits the same instants proves less); a failure
-prints it, with the results, to replay the same plan of jobs and faults (``--seed``)."""
+s per run). The seed is random on purpose (chaos that always hits the same instants proves
+less); a failure prints it, with the results, to replay the same plan of jobs and faults
+(``--seed``)."""
 
 from __future__ import annotations
 
