@@ -1001,6 +1001,16 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM stops a run as Ctrl-C does: the workers are killed and the server deleted (a run
+    started in the background has SIGINT ignored, so SIGTERM is how it is stopped)."""
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 @contextmanager
 def _workdir(keep: Callable[[], bool]) -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="jobs-chaos-"))
@@ -1021,6 +1031,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"bench.chaos: {error}", file=sys.stderr)
         return EXIT_USAGE
+    _interrupt_on_sigterm()
     outcome: dict[str, Any] = {}
     with _workdir(lambda: args.keep_logs or not outcome.get("ok", False)) as workdir:
         try:
@@ -1029,7 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench.chaos: {error}", file=sys.stderr)
             return EXIT_SETUP
         except KeyboardInterrupt:
-            print("bench.chaos: interrupted; the server and the workers are stopped", flush=True)
+            print("bench.chaos: interrupted; the workers and the server are stopped", flush=True)
             return 130
         outcome["ok"] = document["ok"]
         json_path, md_path = write_results(document, args.out)
