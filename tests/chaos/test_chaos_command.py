@@ -10,6 +10,7 @@ less); a failure prints it, with the results, to replay the same plan of jobs an
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import random
@@ -24,7 +25,16 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 
+FENCED = importlib.util.find_spec("jobs_worker.fence") is not None
+"""Whether the worker has its lease fence (decision 0010). Without it the blackhole makes two
+workers run one job at once (finding 1 of issue 11): the run breaks invariant 2, as it should."""
 
+
+@pytest.mark.xfail(
+    not FENCED,
+    reason="no lease fence in this worker: the blackholed worker's handler overlaps the re-run",
+    strict=False,  # a run whose blackhole caught no job at the wrong instant may still pass
+)
 def test_a_small_chaos_run_inflicts_every_fault_and_keeps_every_invariant() -> None:
     seed = random.SystemRandom().randrange(2**31)
     with tempfile.TemporaryDirectory(prefix="jobs-chaos-test-") as tmp:
