@@ -1,0 +1,5 @@
+"""``python -m bench.chaos``: see :mod:`bench.chaos.run`."""
+
+from bench.chaos.run import main
+
+raise SystemExit(main())
