@@ -93,12 +93,15 @@ def _filter(status: Status) -> Any:
 
 def test_a_type_owned_dedup_key_is_derived_on_every_enqueue_path(service: JobService) -> None:
     first = service.enqueue(ORG, "crawl", {"site_id": 42})
-    assert first.created and first.job.dedup_key == "crawl:42"
+    assert first.created
+    assert first.job.dedup_key == "crawl:42"
     # no key, or the same key: the active crawl of the site is returned
     again = service.enqueue(ORG, "crawl", {"site_id": 42})
     same = service.enqueue(ORG, "crawl", {"site_id": 42}, dedup_key="crawl:42")
-    assert not again.created and again.job.id == first.job.id
-    assert not same.created and same.job.id == first.job.id
+    assert not again.created
+    assert again.job.id == first.job.id
+    assert not same.created
+    assert same.job.id == first.job.id
     # bulk: derived too, so a second crawl of site 42 is skipped and site 43's is one job
     bulk = service.enqueue_many(ORG, "crawl", [{"site_id": 42}, {"site_id": 43}, {"site_id": 43}])
     assert [j.dedup_key for j in bulk] == ["crawl:43"]
@@ -136,7 +139,8 @@ def test_a_key_never_runs_more_than_its_limit(service: JobService, clock: FakeCl
     assert all(j.concurrency_key in {"1", "2"} for j in claimed)
     assert service.claim(10) == []  # both keys full: nothing, and no attempt spent
     queued = service.list_jobs(ORG, _filter(Status.QUEUED))
-    assert len(queued) == 3 and all(j.attempts == 0 for j in queued)
+    assert len(queued) == 3
+    assert all(j.attempts == 0 for j in queued)
     # ending one frees its place at once
     site1 = next(j for j in claimed if j.payload["site_id"] == 1)
     _finish(service, site1, clock)
@@ -231,7 +235,8 @@ def test_higher_priority_runs_first_then_oldest(service: JobService, clock: Fake
     mid2 = service.enqueue(ORG, "plain", {"n": 5}, priority=0).job
     assert [high[0].priority, low.priority, mid.priority] == [10, -5, 0]
     order = [j.id for j in service.claim(10)]
-    assert order == [high[0].id, high[1].id, mid.id, mid2.id, low.id]
+    assert set(order[:2]) == {high[0].id, high[1].id}  # one instant: ties go by id
+    assert order[2:] == [mid.id, mid2.id, low.id]
     stored = service.get(ORG, low.id)
     assert stored.priority == -5
 
@@ -255,20 +260,25 @@ def test_a_snooze_runs_later_without_spending_an_attempt(
     snoozed = _finish(service, claimed, clock)
     assert snoozed is not None
     assert snoozed.status is Status.QUEUED
-    assert snoozed.attempts == 0 and snoozed.snoozes == 1
+    assert snoozed.attempts == 0
+    assert snoozed.snoozes == 1
     assert snoozed.run_at == clock.now() + timedelta(seconds=30)
     assert snoozed.error is None
     assert service.claim(1) == []  # not before its time
     reasons = service.why_waiting(service.get(ORG, job.id))
-    assert reasons[0].code == "snoozed" and "snoozed 1 times" in reasons[0].message
+    assert reasons[0].code == "snoozed"
+    assert "snoozed 1 times" in reasons[0].message
     clock.advance(30)
     _finish(service, service.claim(1)[0], clock)
     clock.advance(30)
     # the third snooze is past max_snoozes=2: the job fails instead of looping for ever
     ended = _finish(service, service.claim(1)[0], clock)
-    assert ended is not None and ended.status is Status.FAILED
-    assert ended.error is not None and ended.error.startswith(SNOOZED_TOO_OFTEN)
-    assert ended.snoozes == 2 and ended.attempts == 1
+    assert ended is not None
+    assert ended.status is Status.FAILED
+    assert ended.error is not None
+    assert ended.error.startswith(SNOOZED_TOO_OFTEN)
+    assert ended.snoozes == 2
+    assert ended.attempts == 1
 
 
 # -- workers and "why is this job waiting?" -------------------------------------------------------
@@ -317,9 +327,10 @@ def test_why_a_job_is_waiting(store: JobStore, service: JobService, clock: FakeC
     newest = max(capped, key=lambda j: (j.created_at, j.id))
     reasons = service.why_waiting(newest)
     assert [r.code for r in reasons] == ["type_busy", "ahead"]
-    assert "3 of 3 running" in reasons[0].message and reasons[1].message.startswith("1 due")
+    assert "3 of 3 running" in reasons[0].message
+    assert reasons[1].message.startswith("1 due")
 
     free = service.enqueue(ORG, "plain", {}).job
     assert [r.code for r in service.why_waiting(free)] == ["next"]
-    (running,) = [j for j in service.claim(1)]
+    (running,) = service.claim(1)
     assert service.why_waiting(service.get(ORG, running.id)) == []

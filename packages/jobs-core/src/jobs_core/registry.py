@@ -324,9 +324,7 @@ class Registry:
             ):
                 # The first job of the batch, and every keyed one, goes through every check.
                 specs.append(
-                    self.new_job(
-                        org_id, type_name, payload, dedup_key=dedup_key, priority=priority
-                    )
+                    self.new_job(org_id, type_name, payload, dedup_key=dedup_key, priority=priority)
                 )
                 job_type = self.get(type_name)
                 continue

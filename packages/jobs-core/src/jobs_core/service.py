@@ -157,9 +157,10 @@ class JobService:
     # -- worker side --------------------------------------------------------------------------
     def claim(self, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs of the registered types."""
-        return self.store.claim(
-            limit, self.clock.now(), self.registry.names(), limits=self._limits()
-        )
+        limits = self._limits()
+        if limits is None:  # the plain claim (a store written before limits existed works)
+            return self.store.claim(limit, self.clock.now(), self.registry.names())
+        return self.store.claim(limit, self.clock.now(), self.registry.names(), limits=limits)
 
     def _limits(self) -> flow.ClaimLimits | None:
         """The concurrency limits of the registered types (None when no type declares any, so
@@ -196,9 +197,15 @@ class JobService:
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
         ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
-        finished, claimed = self.store.finish_and_claim(
-            outcomes, limit, self.clock.now(), self.registry.names(), limits=self._limits()
-        )
+        limits = self._limits()
+        if limits is None:
+            finished, claimed = self.store.finish_and_claim(
+                outcomes, limit, self.clock.now(), self.registry.names()
+            )
+        else:
+            finished, claimed = self.store.finish_and_claim(
+                outcomes, limit, self.clock.now(), self.registry.names(), limits=limits
+            )
         for job in finished:
             if job is not None:
                 call_on_fail(self.registry, job)

@@ -1,4 +1,4 @@
-""""Why is this job waiting?": the reasons a queued job has not started, from stored facts.
+""" "Why is this job waiting?": the reasons a queued job has not started, from stored facts.
 
 Pure: the store counts (:class:`~jobs_core.ports.WaitingFacts`), this module says what they
 mean for one job, in the order a reader needs them (docs/flow-control.md).
@@ -45,9 +45,7 @@ def why_waiting(
         else:
             reasons.append(WaitReason("scheduled", f"scheduled for later: runs at {at}"))
     if job_type is None:
-        reasons.append(
-            WaitReason("unknown_type", f"job type {job.type!r} is not registered here")
-        )
+        reasons.append(WaitReason("unknown_type", f"job type {job.type!r} is not registered here"))
         return reasons
     if facts is None:
         return reasons or [WaitReason("next", "due: the next free worker slot takes it")]
@@ -73,9 +71,7 @@ def why_waiting(
         )
     if facts.ahead:
         many = f"{AHEAD_CAP}+" if facts.ahead >= AHEAD_CAP else str(facts.ahead)
-        reasons.append(
-            WaitReason("ahead", f"{many} due jobs of type {job.type!r} are ahead of it")
-        )
+        reasons.append(WaitReason("ahead", f"{many} due jobs of type {job.type!r} are ahead of it"))
     if facts.live_workers == 0:
         reasons.append(
             WaitReason("no_worker", f"no live worker serves type {job.type!r}; start one")

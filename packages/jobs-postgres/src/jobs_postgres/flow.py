@@ -183,4 +183,3 @@ LIVE = """
 SELECT id, host, pid, types, concurrency, started_at, last_seen_at FROM job_workers
 WHERE last_seen_at >= %(live_after)s ORDER BY started_at, id
 """
-

@@ -241,7 +241,8 @@ def _due(types: Sequence[str] | None) -> str:
 
     Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (priority DESC,
     created_at, id) order, the claim's ORDER BY, so the scan stops after ``limit`` due rows:
-    the finished history is not in the partial index at all. ``run_at`` and ``type`` filter the rows it yields.
+    the finished history is not in the partial index at all. ``run_at`` and ``type`` filter
+    the rows it yields.
     ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
     wait on nor take the same job.
     """

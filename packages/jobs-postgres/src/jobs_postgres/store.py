@@ -486,9 +486,7 @@ class PostgresJobStore:
 
     def worker_seen(self, worker_id: uuid.UUID, now: datetime) -> bool:
         """Refresh a worker's ``last_seen_at``; False if it is not registered (any more)."""
-        row = self._on_driver(
-            lambda execute, _: execute(flow.SEEN, {"id": worker_id, "now": now})
-        )
+        row = self._on_driver(lambda execute, _: execute(flow.SEEN, {"id": worker_id, "now": now}))
         return row is not None
 
     def unregister_worker(self, worker_id: uuid.UUID) -> None:
