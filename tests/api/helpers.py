@@ -74,6 +74,17 @@ def make_registry() -> Registry:
     registry.register(JobType("exclusive", _ok, public=True, dedup_scope=DedupScope.ACTIVE))
     registry.register(JobType("history", _ok, public=True, protected=True))
     registry.register(JobType("internal", _ok))
+    registry.register(
+        JobType(
+            "crawl",
+            _ok,
+            public=True,
+            dedup_key="crawl:{site_id}",
+            dedup_scope=DedupScope.ACTIVE,
+            concurrency_key="site_id",
+            concurrency_limit=1,
+        )
+    )
     return registry
 
 

@@ -22,6 +22,7 @@ from jobs_core.domain import (
 )
 from jobs_core.errors import (
     DedupConflict,
+    DedupKeyOwned,
     DuplicateJobType,
     InvalidTransition,
     JobCancelled,
@@ -29,9 +30,11 @@ from jobs_core.errors import (
     JobsError,
     JobTimeout,
     PayloadInvalid,
+    Snooze,
     StoreUnavailable,
     UnknownJobType,
 )
+from jobs_core.flow import FlowLimit
 from jobs_core.memory import InMemoryJobStore, InMemoryWakeup
 from jobs_core.ports import Clock, JobFilter, JobStore, Wakeup
 from jobs_core.registry import Handler, JobType, PayloadSchema, Registry
@@ -46,12 +49,14 @@ __all__ = [
     "Cancelled",
     "Clock",
     "DedupConflict",
+    "DedupKeyOwned",
     "DedupScope",
     "Done",
     "DuplicateJobType",
     "Enqueued",
     "Failed",
     "FakeClock",
+    "FlowLimit",
     "Handler",
     "InMemoryJobStore",
     "InMemoryWakeup",
@@ -73,6 +78,7 @@ __all__ = [
     "Registry",
     "Requeue",
     "RetryPolicy",
+    "Snooze",
     "Status",
     "StoreUnavailable",
     "SweepReport",
