@@ -620,7 +620,13 @@ async def test_openapi_documents_every_route_with_models_and_problems(
     assert "Location" in enqueue_op["202"]["headers"]
     assert {"200", "413", "422"} <= enqueue_op.keys()
     body = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]["schema"]
-    assert set(body["discriminator"]["mapping"]) == {"noop", "greet", "exclusive", "history", "crawl"}
+    assert set(body["discriminator"]["mapping"]) == {
+        "noop",
+        "greet",
+        "exclusive",
+        "history",
+        "crawl",
+    }
     greet = schema["components"]["schemas"]["Enqueue_greet"]
     assert greet["required"] == ["type", "payload"]
     assert greet["properties"]["payload"]["required"] == ["name"]

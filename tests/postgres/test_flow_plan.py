@@ -34,10 +34,12 @@ FROM generate_series(1, 2000) AS i;
 """
 
 
-def _plan(engine: Engine, statement: str, params: dict[str, Any]) -> str:
+def _plan(engine: Engine, statement: str, params: dict[str, Any], setup: str = "") -> str:
     with engine.connect() as conn, conn.begin() as tx:
         driver = conn.connection.driver_connection
         assert driver is not None
+        if setup:
+            driver.execute(setup)
         rows = driver.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", params).fetchall()
         tx.rollback()
     return "\n".join(row[0] for row in rows)
@@ -76,7 +78,7 @@ def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(scratch_ur
 
         limits = {"crawl": FlowLimit(key_limit=2, type_limit=50)}
         params = {"now": now, "limit": 10, "types": ["crawl"], **flow.limit_params(limits)}
-        plan = _plan(engine, flow.lock_candidates(with_types=True), params)
+        plan = _plan(engine, flow.lock_candidates(with_types=True), params, flow.PLANNER)
         assert "Index Scan using jobs_queue_idx" in plan, plan
         assert "Seq Scan on jobs" not in plan, plan
         assert _index_rows(plan) <= 10, plan  # the walk stopped after 10 candidates

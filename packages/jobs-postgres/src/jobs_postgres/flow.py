@@ -5,7 +5,8 @@ The rule is :func:`jobs_core.flow.admit`; this module applies it in SQL so it ho
 process and machine. A claim under limits is one short transaction of two statements:
 
 1. ``LOCK_CANDIDATES`` walks ``jobs_queue_idx`` in claim order, passing over the jobs whose key
-   or type is full in its snapshot, locks up to ``limit`` candidates ``FOR UPDATE SKIP LOCKED``,
+   or type is full in its snapshot (a filter against the arrays of full keys and types), locks
+   up to ``limit`` candidates ``FOR UPDATE SKIP LOCKED``,
    then takes one transaction-level advisory lock per limited key (and per capped type) of the
    candidates, in ascending lock-id order (so two claimers never deadlock);
 2. ``CLAIM_ADMITTED`` starts with a new snapshot, taken once those locks are held: it sees every
@@ -40,6 +41,13 @@ running AS (
 )"""
 
 
+# For this transaction only: the walk of statement 1 must be the ordered index scan that stops
+# after ``limit`` rows. With every row of the table queued, or estimates of the filters that
+# are off, the planner otherwise picks a scan of the whole queue and a sort (FOR UPDATE rules
+# out a top-N sort): 300-460 ms at 100,000 queued jobs instead of a fraction of a millisecond.
+PLANNER = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+
+
 def lock_candidates(with_types: bool) -> str:
     """Statement 1 of a claim under limits (psycopg syntax): the ids of the locked candidates.
 
@@ -62,11 +70,12 @@ full_types AS (
 due AS (
     SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
     WHERE j.status = 'queued' AND j.run_at <= %(now)s {type_filter}
-      AND NOT EXISTS (SELECT 1 FROM full_types AS t WHERE t.type = j.type)
-      AND NOT EXISTS (
-          SELECT 1 FROM full_keys AS f
-          WHERE f.type = j.type AND f.concurrency_key = j.concurrency_key
-      )
+      -- scalar filters against arrays built once (InitPlans), never joins: the walk stays an
+      -- ordered scan of the index that stops after ``limit`` rows whatever the estimates
+      AND j.type <> ALL(ARRAY(SELECT t.type FROM full_types AS t))
+      AND (j.concurrency_key IS NULL OR j.type || chr(31) || j.concurrency_key <> ALL(
+          ARRAY(SELECT f.type || chr(31) || f.concurrency_key FROM full_keys AS f)
+      ))
     ORDER BY j.priority DESC, j.created_at, j.id
     LIMIT %(limit)s
     FOR UPDATE OF j SKIP LOCKED

@@ -416,6 +416,7 @@ class PostgresJobStore:
             params["types"] = list(types)
 
         def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
+            execute(flow.PLANNER, {})
             ids = [row[0] for row in execute(flow.lock_candidates(types is not None), params)]
             if not ids:
                 return []
@@ -434,14 +435,14 @@ class PostgresJobStore:
             if self._bound is not None:
                 bound = self._bound
                 with bound.begin_nested():
-                    return run(lambda query, p: list(bound.exec_driver_sql(query, p).all()))
+                    return run(lambda query, p: _all(bound.exec_driver_sql(query, p)))
             pooled = self._engine.raw_connection()
             try:
                 driver = pooled.driver_connection
                 assert isinstance(driver, psycopg.Connection)
                 try:
                     with driver.transaction():
-                        return run(lambda query, p: driver.execute(query, p).fetchall())
+                        return run(lambda query, p: _fetched(driver.execute(query, p or None)))
                 except psycopg.Error as error:
                     if driver.broken or driver.closed:
                         pooled.invalidate(error)
@@ -837,6 +838,16 @@ def _batch_event(new: Sequence[NewJob], ids: Sequence[uuid.UUID]) -> str:
     orgs = [spec.org_id for spec in new]
     names = sorted(set(orgs)) if sum(map(len, orgs)) < 4000 else None
     return json.dumps({"count": len(new), "org_ids": names})
+
+
+def _all(result: Any) -> list[Any]:
+    """The rows of a SQLAlchemy result; none for a statement that returns none (SET)."""
+    return list(result.all()) if result.returns_rows else []
+
+
+def _fetched(cursor: Any) -> list[Any]:
+    """The rows of a psycopg cursor; none for a statement that returns none (SET)."""
+    return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 def _first_row_on(driver: psycopg.Connection[Any]) -> Execute:
