@@ -20,6 +20,7 @@ from jobs_core import (
     FakeClock,
     Job,
     JobContext,
+    JobFilter,
     JobService,
     JobStore,
     JobType,
@@ -74,17 +75,7 @@ def _finish(service: JobService, job: Job, clock: FakeClock) -> Job | None:
     return service.complete(job.ref, execute(service.registry.get(job.type), context, clock.now))
 
 
-def _running(store: JobStore, service: JobService) -> Counter[str]:
-    return Counter(
-        str(j.payload.get("site_id"))
-        for j in service.list_jobs(ORG, _filter(Status.RUNNING))
-        if j.status is Status.RUNNING
-    )
-
-
-def _filter(status: Status) -> Any:
-    from jobs_core import JobFilter
-
+def _filter(status: Status) -> JobFilter:
     return JobFilter(statuses=frozenset({status}), limit=1000)
 
 
