@@ -39,10 +39,11 @@ async def test_a_type_owned_key_is_derived_and_another_is_refused(
     other = await _post(client, as_a, type="crawl", payload={"site_id": 42}, dedup_key="mine")
     assert other.status_code == 422
     problem = other.json()
-    assert problem["errors"][0]["loc"][-1] == "dedup_key"
+    assert problem["errors"][0]["loc"] == ["body", "dedup_key"]
     assert "crawl:42" in problem["detail"] + str(problem["errors"])
     missing = await _post(client, as_a, type="crawl", payload={})
     assert missing.status_code == 422
+    assert missing.json()["errors"][0]["loc"] == ["body", "payload", "site_id"]
 
 
 async def test_priority_is_taken_shown_and_bounded(

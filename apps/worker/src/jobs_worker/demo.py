@@ -58,7 +58,7 @@ class CrawlPayload(BaseModel):
     """Which site to crawl, and for how long."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-    site_id: int = Field(ge=1, strict=True, description="the site to crawl")
+    site_id: int = Field(ge=1, description="the site to crawl")
     seconds: float = Field(default=0, ge=0, le=3600, description="how long the crawl lasts")
 
 

@@ -115,7 +115,7 @@ def key_value(payload: Mapping[str, Any], field: str, what: str) -> str:
         raise PayloadInvalid(
             [
                 {
-                    "loc": ["payload", field],
+                    "loc": [field],
                     "msg": f"{what} needs {field!r} in the payload (a non-empty string or integer)",
                     "type": "missing_key_field",
                 }
@@ -124,7 +124,7 @@ def key_value(payload: Mapping[str, Any], field: str, what: str) -> str:
     text = str(value)
     if "\x00" in text:
         raise PayloadInvalid(
-            [{"loc": ["payload", field], "msg": "must not contain NUL (\\u0000)", "type": "nul"}]
+            [{"loc": [field], "msg": "must not contain NUL (\\u0000)", "type": "nul"}]
         )
     return text
 
