@@ -27,6 +27,12 @@ class Greeting(BaseModel):
     times: int = Field(default=1, ge=1, le=10)
 
 
+class Site(BaseModel):
+    """The payload of the ``crawl`` type."""
+
+    site_id: int = Field(ge=1)
+
+
 class ModelSchema:
     """A :class:`~jobs_core.PayloadSchema` over a pydantic model (what a module would write)."""
 
@@ -74,6 +80,18 @@ def make_registry() -> Registry:
     registry.register(JobType("exclusive", _ok, public=True, dedup_scope=DedupScope.ACTIVE))
     registry.register(JobType("history", _ok, public=True, protected=True))
     registry.register(JobType("internal", _ok))
+    registry.register(
+        JobType(
+            "crawl",
+            _ok,
+            public=True,
+            payload_schema=ModelSchema(Site),
+            dedup_key="crawl:{site_id}",
+            dedup_scope=DedupScope.ACTIVE,
+            concurrency_key="site_id",
+            concurrency_limit=1,
+        )
+    )
     return registry
 
 

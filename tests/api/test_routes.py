@@ -31,6 +31,9 @@ JOB_FIELDS = {
     "run_at",
     "dedup_key",
     "cancel_requested_at",
+    "priority",
+    "snoozes",
+    "waiting",
 }
 NOT_FOUND = {
     "type": "urn:jobs:problem:job-not-found",
@@ -92,7 +95,13 @@ async def test_enqueue_answers_202_with_location_and_the_row_exists_at_once(
 
     polled = await client.get(response.headers["location"], headers=as_a)
     assert polled.status_code == 200
-    assert polled.json() == job
+    # read alone, a queued job also says why it waits (no worker runs in this test)
+    waiting = polled.json().pop("waiting")
+    assert {**polled.json(), "waiting": None} == {**job, "waiting": None}
+    assert job["waiting"] is None
+    assert waiting == [
+        {"code": "no_worker", "message": "no live worker serves type 'noop'; start one"}
+    ]
 
 
 async def test_enqueue_with_a_held_key_answers_200_with_the_existing_job(
@@ -167,7 +176,7 @@ async def test_unknown_and_non_public_types_are_refused_alike(
         ({"type": ""}, ["body", "type"]),
         ({"type": "noop", "payload": [1]}, ["body", "payload"]),
         ({"type": "noop", "dedup_key": ""}, ["body", "dedup_key"]),
-        ({"type": "noop", "priority": 1}, ["body", "priority"]),
+        ({"type": "noop", "priority": 101}, ["body", "priority"]),
     ],
 )
 async def test_a_malformed_enqueue_body_is_a_422_naming_the_field(
@@ -611,7 +620,13 @@ async def test_openapi_documents_every_route_with_models_and_problems(
     assert "Location" in enqueue_op["202"]["headers"]
     assert {"200", "413", "422"} <= enqueue_op.keys()
     body = operations[("POST", "/jobs")]["requestBody"]["content"]["application/json"]["schema"]
-    assert set(body["discriminator"]["mapping"]) == {"noop", "greet", "exclusive", "history"}
+    assert set(body["discriminator"]["mapping"]) == {
+        "noop",
+        "greet",
+        "exclusive",
+        "history",
+        "crawl",
+    }
     greet = schema["components"]["schemas"]["Enqueue_greet"]
     assert greet["required"] == ["type", "payload"]
     assert greet["properties"]["payload"]["required"] == ["name"]

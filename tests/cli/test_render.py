@@ -89,7 +89,7 @@ def test_table_lists_every_column_aligned() -> None:
     text = render.jobs_table([running, failed], NOW, with_org=True)
     lines = text.splitlines()
     assert lines[0].split() == [
-        "ID", "ORG", "TYPE", "STATUS", "PROGRESS", "ATTEMPTS", "AGE", "RAN", "ERROR"
+        "ID", "ORG", "TYPE", "STATUS", "PRIO", "PROGRESS", "ATTEMPTS", "AGE", "RAN", "ERROR"
     ]  # fmt: skip
     assert "running (cancelling)" in lines[1]
     assert "[##--------]  25%" in lines[1]

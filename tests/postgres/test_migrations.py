@@ -89,7 +89,9 @@ def test_the_migrated_database_matches_the_schema_module(pg_engine: Engine) -> N
             i["name"]: i for i in inspect(conn).get_indexes("jobs")
         }  # what the claim relies on
         queue = indexes["jobs_queue_idx"]
-        assert queue["column_names"] == ["status", "created_at", "id"]
+        # the claim's ORDER BY, priority first (decision 0015)
+        assert queue["column_names"] == ["status", "priority", "created_at", "id"]
+        assert queue.get("column_sorting", {}).get("priority") == ("desc",)
         where = queue.get("dialect_options", {}).get("postgresql_where", "")
         assert "queued" in where
         assert "running" in where

@@ -23,6 +23,7 @@ from jobs_core import (
     Status,
     StoreUnavailable,
 )
+from jobs_core.flow import ClaimLimits
 from jobs_worker.worker import Worker, WorkerConfig
 
 ORG = "org-1"
@@ -70,9 +71,16 @@ class OutageStore(InMemoryJobStore):
             self.failed_calls += 1
             raise StoreUnavailable("connection refused (test outage)")
 
-    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
+    def claim(
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
+    ) -> list[Job]:
         self._check()
-        return super().claim(limit, now, types)
+        return super().claim(limit, now, types, limits=limits)
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         self._check()
@@ -104,11 +112,13 @@ class OutageStore(InMemoryJobStore):
         limit: int,
         now: datetime,
         types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         self.gate.wait(10)
         self._check()
         self.batches.append(len(outcomes))
-        return super().finish_and_claim(outcomes, limit, now, types)
+        return super().finish_and_claim(outcomes, limit, now, types, limits=limits)
 
 
 def build(

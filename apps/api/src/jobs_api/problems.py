@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from jobs_core import (
     DedupConflict,
+    DedupKeyOwned,
     InvalidTransition,
     JobNotFound,
     PayloadInvalid,
@@ -165,9 +166,10 @@ def _dedup_conflict(request: Request, exc: Exception) -> ProblemResponse:
 
 def _payload_invalid(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, PayloadInvalid)
+    # a type-owned dedup key refuses the request's dedup_key, not a payload field
+    prefix = ["body"] if isinstance(exc, DedupKeyOwned) else ["body", "payload"]
     errors = [
-        {**dict(error), "loc": ["body", "payload", *list(error.get("loc", []))]}
-        for error in exc.errors
+        {**dict(error), "loc": [*prefix, *list(error.get("loc", []))]} for error in exc.errors
     ]
     return problem(422, str(exc), kind="payload-invalid", errors=errors)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from jobs_core import JobFilter, JobNotFound, JobService, UnknownJobType
+from jobs_core import JobFilter, JobNotFound, JobService, Status, UnknownJobType
 
 from jobs_api.auth import CurrentOrgDep
 from jobs_api.problems import problem, problem_responses
@@ -111,7 +111,9 @@ def enqueue(
     if body.type not in registry or not registry.get(body.type).public:
         # Internal types answer exactly as unknown ones: their existence is not public.
         raise UnknownJobType(body.type)
-    enqueued = service.enqueue(org, body.type, body.payload, dedup_key=body.dedup_key)
+    enqueued = service.enqueue(
+        org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority
+    )
     job = enqueued.job
     if enqueued.created:
         response.headers["Location"] = request.scope.get("root_path", "") + str(
@@ -181,7 +183,8 @@ def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Respo
     # The route clients poll: answered as JSON bytes here, on the route's thread. Returned as
     # a model, FastAPI would validate it again (JobOut.of already did) in a second hand-off
     # to the thread pool before serializing it on the event loop (bench/NOTES.md §5).
-    job = JobOut.of(service.get(org, _job_id(job_id)))
+    found = service.get(org, _job_id(job_id))
+    job = JobOut.of(found, service.why_waiting(found) if found.status is Status.QUEUED else None)
     return Response(job.model_dump_json(), media_type="application/json")
 
 

@@ -10,7 +10,18 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import ACTIVE, FINISHED, Job, Status
+from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
+from jobs_core.waiting import WaitReason
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class WaitingOut(BaseModel):
+    """One reason a queued job has not started (docs/flow-control.md): a stable ``code``
+    (scheduled, snoozed, key_busy, type_busy, ahead, no_worker, unknown_type, next) and a
+    sentence."""
+
+    code: str
+    message: str
 
 
 class JobOut(BaseModel):
@@ -34,10 +45,16 @@ class JobOut(BaseModel):
     run_at: datetime
     dedup_key: str | None
     cancel_requested_at: datetime | None
+    priority: int = 0
+    snoozes: int = 0
+    waiting: list[WaitingOut] | None = Field(
+        default=None,
+        description="For a queued job read alone (GET /jobs/{id}): why it has not started yet.",
+    )
 
     @classmethod
-    def of(cls, job: Job) -> JobOut:
-        """The representation of a domain job."""
+    def of(cls, job: Job, waiting: list[WaitReason] | None = None) -> JobOut:
+        """The representation of a domain job (with why it waits, when given)."""
         return cls(
             id=job.id,
             type=job.type,
@@ -53,6 +70,11 @@ class JobOut(BaseModel):
             run_at=job.run_at,
             dedup_key=job.requested_dedup_key,
             cancel_requested_at=job.cancel_requested_at,
+            priority=job.priority,
+            snoozes=job.snoozes,
+            waiting=None
+            if waiting is None
+            else [WaitingOut(code=r.code, message=r.message) for r in waiting],
         )
 
 
@@ -70,7 +92,16 @@ class EnqueueIn(BaseModel):
         min_length=1,
         max_length=500,
         pattern=r"^[^\x00]+$",
-        description="While a job of the org holds this key, enqueueing returns that job (200).",
+        description=(
+            "While a job of the org holds this key, enqueueing returns that job (200). A type "
+            "that derives its key from the payload refuses a different one (422)."
+        ),
+    )
+    priority: int = Field(
+        default=0,
+        ge=PRIORITY_MIN,
+        le=PRIORITY_MAX,
+        description=f"Higher runs first ({PRIORITY_MIN} to {PRIORITY_MAX}; default 0).",
     )
 
 

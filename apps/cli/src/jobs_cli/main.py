@@ -54,6 +54,20 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32, width=100)
 
 
+def _priority(text: str) -> int:
+    from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not PRIORITY_MIN <= value <= PRIORITY_MAX:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside {PRIORITY_MIN}..{PRIORITY_MAX} (higher runs first)"
+        )
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -136,6 +150,15 @@ def build_parser(with_worker_options: bool = True) -> argparse.ArgumentParser:
     from jobs_cli.maintenance_parser import add_maintenance_commands
 
     add_maintenance_commands(sub, _add, _org)
+    workers = _add(
+        sub,
+        "workers",
+        "jobs_cli.commands.workers:workers",
+        "list the live worker processes",
+        "List the live worker processes: host, pid, the types each serves, its concurrency, "
+        "when it started and when it was last seen. A worker silent for a minute is gone.",
+    )
+    _json_flag(workers)
     return parser
 
 
@@ -239,7 +262,18 @@ def _add_job_commands(sub: Any) -> None:
     enqueue.add_argument(
         "--payload", metavar="JSON", default="{}", help="the job's arguments, a JSON object"
     )
-    enqueue.add_argument("--dedup-key", metavar="K", help="deduplication key (unique per org)")
+    enqueue.add_argument(
+        "--dedup-key",
+        metavar="K",
+        help="deduplication key (unique per org; a type that derives its own refuses another)",
+    )
+    enqueue.add_argument(
+        "--priority",
+        type=_priority,
+        default=0,
+        metavar="N",
+        help="-100..100, higher runs first (default: 0)",
+    )
     enqueue.add_argument(
         "--run-at",
         metavar="ISO",
@@ -252,7 +286,8 @@ def _add_job_commands(sub: Any) -> None:
         "ls",
         "jobs_cli.commands.jobs:ls",
         "list jobs, newest first",
-        "List jobs, newest first: id, type, status, progress, attempts, age, run time, error.",
+        "List jobs, newest first: id, type, status, priority, progress, attempts, age, run "
+        "time, error.",
     )
     _org(ls, required=False, what="only this org's jobs (default: every org)")
     ls.add_argument(
@@ -266,7 +301,13 @@ def _add_job_commands(sub: Any) -> None:
     )
     _json_flag(ls)
 
-    show = _add(sub, "show", "jobs_cli.commands.jobs:show", "show one job in full")
+    show = _add(
+        sub,
+        "show",
+        "jobs_cli.commands.jobs:show",
+        "show one job in full",
+        "Show one job in full; for a queued job, why it has not started yet.",
+    )
     show.add_argument("job_id", metavar="ID", help="the job's id")
     _org(show, required=False, what="the org that owns the job (default: any org)")
     _json_flag(show)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import Job, Status
+from jobs_core.waiting import WaitReason
 
 BAR_WIDTH = 10
 ERROR_WIDTH = 48
@@ -114,7 +115,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def jobs_table(jobs: Sequence[Job], now: datetime, *, with_org: bool = False) -> str:
     """The ``jobs ls`` table, newest first as given."""
-    headers = ["ID", "TYPE", "STATUS", "PROGRESS", "ATTEMPTS", "AGE", "RAN", "ERROR"]
+    headers = ["ID", "TYPE", "STATUS", "PRIO", "PROGRESS", "ATTEMPTS", "AGE", "RAN", "ERROR"]
     if with_org:
         headers.insert(1, "ORG")
     rows = []
@@ -123,6 +124,7 @@ def jobs_table(jobs: Sequence[Job], now: datetime, *, with_org: bool = False) ->
             str(job.id),
             job.type,
             status_cell(job),
+            str(job.priority),
             progress_cell(job),
             f"{job.attempts}/{job.max_attempts}",
             age(job, now),
@@ -149,8 +151,9 @@ def _document(value: Mapping[str, Any] | None) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def job_details(job: Job, now: datetime) -> str:
-    """The ``jobs show`` view: one field per line, then the JSON documents."""
+def job_details(job: Job, now: datetime, waiting: Sequence[WaitReason] = ()) -> str:
+    """The ``jobs show`` view: one field per line (why a queued job waits among them), then
+    the JSON documents."""
     progress = progress_cell(job)
     fields = [
         ("id", str(job.id)),
@@ -159,6 +162,8 @@ def job_details(job: Job, now: datetime) -> str:
         ("status", status_cell(job)),
         ("progress", progress or "-"),
         ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("priority", str(job.priority)),
+        ("snoozes", str(job.snoozes)),
         ("created", _instant(job.created_at, now)),
         ("run at", _instant(job.run_at, now)),
         ("started", _instant(job.started_at, now)),
@@ -169,6 +174,7 @@ def job_details(job: Job, now: datetime) -> str:
     ]
     if job.cancel_requested_at is not None:
         fields.append(("cancel asked", _instant(job.cancel_requested_at, now)))
+    fields.extend(("waiting" if i == 0 else "", r.message) for i, r in enumerate(waiting))
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
     for name, document in (
@@ -198,6 +204,8 @@ def job_json(job: Job) -> dict[str, Any]:
         "error": job.error,
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
+        "priority": job.priority,
+        "snoozes": job.snoozes,
         "dedup_key": job.requested_dedup_key,
         "created_at": iso(job.created_at),
         "run_at": iso(job.run_at),

@@ -1,5 +1,6 @@
 """The demo job types of the design brief, registered when ``JOBS_DEMO_TYPES=1`` (and by
-``jobs dev``): ``noop``, ``sleep``, ``fail``, ``crash``. All are public: any org may enqueue
+``jobs dev``): ``noop``, ``sleep``, ``fail``, ``crash``, and ``crawl_site`` (flow control:
+docs/flow-control.md). All are public: any org may enqueue
 them over HTTP, which makes them the way to watch the system work end to end."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from jobs_core import JobContext, JobType, Registry
+from jobs_core import DedupScope, JobContext, JobType, Registry
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs_worker.schemas import PydanticSchema
@@ -51,6 +52,14 @@ class CrashPayload(BaseModel):
     """No arguments."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class CrawlPayload(BaseModel):
+    """Which site to crawl, and for how long."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    site_id: int = Field(ge=1, description="the site to crawl")
+    seconds: float = Field(default=0, ge=0, le=3600, description="how long the crawl lasts")
 
 
 class DemoFailure(Exception):
@@ -126,5 +135,29 @@ registry.register(
         max_attempts=3,
         payload_schema=PydanticSchema(CrashPayload),
         description="Kills its worker process (exit 137); failed after 3 attempts by the sweep.",
+    )
+)
+
+
+def crawl_site(ctx: JobContext) -> Mapping[str, Any]:
+    """Sleep ``seconds`` as a crawl would take; one at a time per site (docs/flow-control.md)."""
+    if ctx.wait_cancelled(float(ctx.payload.get("seconds", 0))):
+        ctx.raise_if_cancelled()
+    return {"site_id": ctx.payload["site_id"]}
+
+
+registry.register(
+    JobType(
+        "crawl_site",
+        crawl_site,
+        public=True,
+        payload_schema=PydanticSchema(CrawlPayload),
+        # The Crawl case: one active crawl per site (enqueueing again returns it), whatever
+        # key the caller passes, and never two crawls of a site running at once.
+        dedup_key="crawl:{site_id}",
+        dedup_scope=DedupScope.ACTIVE,
+        concurrency_key="site_id",
+        concurrency_limit=1,
+        description="Crawls `site_id` for `seconds`: one active crawl per site (key crawl:{id}).",
     )
 )

@@ -59,6 +59,7 @@ from jobs_core.runner import execute, short_error
 
 from jobs_worker.fence import LeaseFence
 from jobs_worker.logs import log_event
+from jobs_worker.presence import presence_of
 
 log = logging.getLogger("jobs.worker")
 
@@ -301,6 +302,11 @@ class Worker:
             self._thread(self._sweeper_main, "jobs-sweeper"),
         ]
         self.fence.start()
+        presence = presence_of(
+            self.store, self.clock, self.service.registry.names(), cfg.concurrency, self._halt
+        )
+        if presence is not None:  # workers are known (jobs workers, "why is this job waiting?")
+            housekeeping.append(self._thread(presence.run, "jobs-presence"))
         self._maybe_work.set()
         try:
             self._claim_loop()

@@ -22,6 +22,7 @@ from jobs_core.domain import (
 )
 from jobs_core.errors import (
     DedupConflict,
+    DedupKeyOwned,
     DocumentTooLarge,
     DuplicateJobType,
     InvalidTransition,
@@ -30,10 +31,12 @@ from jobs_core.errors import (
     JobsError,
     JobTimeout,
     PayloadInvalid,
+    Snooze,
     StoreRefused,
     StoreUnavailable,
     UnknownJobType,
 )
+from jobs_core.flow import FlowLimit
 from jobs_core.memory import InMemoryJobStore, InMemoryWakeup
 from jobs_core.ports import Clock, JobFilter, JobStore, Wakeup
 from jobs_core.registry import Handler, JobType, PayloadSchema, Registry
@@ -48,6 +51,7 @@ __all__ = [
     "Cancelled",
     "Clock",
     "DedupConflict",
+    "DedupKeyOwned",
     "DedupScope",
     "DocumentTooLarge",
     "Done",
@@ -55,6 +59,7 @@ __all__ = [
     "Enqueued",
     "Failed",
     "FakeClock",
+    "FlowLimit",
     "Handler",
     "InMemoryJobStore",
     "InMemoryWakeup",
@@ -76,6 +81,7 @@ __all__ = [
     "Registry",
     "Requeue",
     "RetryPolicy",
+    "Snooze",
     "Status",
     "StoreRefused",
     "StoreUnavailable",

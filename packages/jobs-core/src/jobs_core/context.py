@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core.domain import Job
-from jobs_core.errors import DocumentTooLarge, JobCancelled
+from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 
 ProgressSink = Callable[[Mapping[str, Any]], bool]
@@ -115,6 +115,16 @@ class JobContext:
         """Raise :class:`JobCancelled` if the job should stop now."""
         if self._cancel.is_set():
             raise JobCancelled(self._cancel_reason or None)
+
+    def snooze(self, delay_s: float, reason: str = "") -> None:
+        """Stop this attempt and run again after ``delay_s`` seconds, without spending an
+        attempt (raises :class:`Snooze`; the type's ``max_snoozes`` bounds how often)."""
+        raise Snooze(delay_s, reason)
+
+    @property
+    def snoozes(self) -> int:
+        """How often this job has snoozed so far."""
+        return self.job.snoozes
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, waking early on cancellation; True if cancelled."""

@@ -84,6 +84,10 @@ class Job:
     finished_at: datetime | None = None
     cancel_requested_at: datetime | None = None
     lease: uuid.UUID | None = None
+    # -- flow control (docs/flow-control.md) --
+    priority: int = 0
+    concurrency_key: str | None = None
+    snoozes: int = 0
 
     @property
     def ref(self) -> AttemptRef:
@@ -127,6 +131,18 @@ class NewJob:
     dedup_scope: DedupScope = DedupScope.QUEUE
     max_attempts: int = 3
     run_at: datetime | None = None
+    priority: int = 0
+    concurrency_key: str | None = None
+
+
+PRIORITY_MIN = -100
+PRIORITY_MAX = 100
+"""The range of ``priority`` (default 0; higher runs first; docs/flow-control.md)."""
+
+
+def claim_order(job: Job) -> tuple[int, datetime, uuid.UUID]:
+    """The order a claim takes due jobs in: higher priority first, then oldest first."""
+    return (-job.priority, job.created_at, job.id)
 
 
 # ---- outcomes of an attempt -------------------------------------------------------------------
@@ -160,12 +176,15 @@ class Requeue:
 
     ``refund_attempt``: the attempt is handed back unfinished by a worker that is shutting down,
     so it does not count against ``max_attempts`` (``attempts`` goes back down by one).
+    ``snooze``: the handler asked to run again later (an upstream said "not now"); the attempt is
+    refunded and ``snoozes`` counts one more.
     """
 
     run_at: datetime
     error: str | None = None
     report: Mapping[str, Any] | None = None
     refund_attempt: bool = False
+    snooze: bool = False
 
 
 Outcome = Done | Failed | Cancelled | Requeue
@@ -209,6 +228,8 @@ def new_job(spec: NewJob, job_id: uuid.UUID, now: datetime) -> Job:
         dedup_scope=spec.dedup_scope,
         dedup_key=spec.dedup_key,
         requested_dedup_key=spec.dedup_key,
+        priority=spec.priority,
+        concurrency_key=spec.concurrency_key,
     )
 
 
@@ -232,6 +253,15 @@ def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -
             spec.dedup_scope,
             spec.dedup_key,
             spec.dedup_key,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            spec.priority,
+            spec.concurrency_key,
         )
         for spec, job_id in zip(specs, ids, strict=True)
     ]
@@ -264,7 +294,12 @@ def finish(job: Job, outcome: Outcome, now: datetime) -> Job:
         return dataclasses.replace(
             job,
             status=Status.QUEUED,
-            attempts=max(0, job.attempts - 1) if outcome.refund_attempt else job.attempts,
+            attempts=(
+                max(0, job.attempts - 1)
+                if outcome.refund_attempt or outcome.snooze
+                else job.attempts
+            ),
+            snoozes=job.snoozes + 1 if outcome.snooze else job.snoozes,
             run_at=outcome.run_at,
             error=outcome.error,
             report=outcome.report if outcome.report is not None else job.report,
@@ -323,6 +358,7 @@ def retry(job: Job, now: datetime) -> Job:
         job,
         status=Status.QUEUED,
         attempts=0,
+        snoozes=0,
         run_at=now,
         dedup_key=job.requested_dedup_key,
         error=None,

@@ -54,6 +54,26 @@ class PayloadInvalid(JobsError):
         self.errors: list[Mapping[str, Any]] = list(errors)
 
 
+class DedupKeyOwned(PayloadInvalid):
+    """The job type derives its dedup key from the payload; a caller cannot pass another one."""
+
+    def __init__(self, type_name: str, derived: str, given: str) -> None:
+        super().__init__(
+            [
+                {
+                    "loc": ["dedup_key"],
+                    "msg": (
+                        f"job type {type_name!r} derives its dedup key from the payload "
+                        f"({derived!r}); omit dedup_key or pass exactly that one (got {given!r})"
+                    ),
+                    "type": "dedup_key_owned",
+                }
+            ]
+        )
+        self.derived = derived
+        self.given = given
+
+
 class DedupConflict(JobsError):
     """The dedup key is held by another job and could not be resolved."""
 
@@ -87,3 +107,15 @@ class JobCancelled(JobsError):
 
 class JobTimeout(JobsError):
     """The job ran longer than its type's timeout."""
+
+
+class Snooze(JobsError):
+    """Raised by a handler to run again after ``delay_s`` seconds without spending an attempt
+    (an upstream answered 429 with Retry-After). Bounded by the type's ``max_snoozes``."""
+
+    def __init__(self, delay_s: float, reason: str = "") -> None:
+        if not delay_s >= 0:
+            raise ValueError("a snooze delay must be >= 0 seconds")
+        super().__init__(reason or f"snoozed for {delay_s:g} s")
+        self.delay_s = float(delay_s)
+        self.reason = reason

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from jobs_core import domain
+from jobs_core import domain, flow
 from jobs_core.clock import uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition
-from jobs_core.ports import JobFilter
+from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
+from jobs_core.workers import WorkerInfo, live_after
 
 
 class InMemoryJobStore:
@@ -31,6 +32,7 @@ class InMemoryJobStore:
         self._changed = threading.Condition(self._lock)
         self._generation = 0
         self._new_id = id_factory
+        self._workers: dict[uuid.UUID, WorkerInfo] = {}
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -88,9 +90,17 @@ class InMemoryJobStore:
             return self._key_holder(org_id, dedup_key)
 
     # -- worker -------------------------------------------------------------------------------
-    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
-        """Take up to ``limit`` due queued jobs (of ``types``, if given), oldest first."""
-        return self._claim(limit, now, types, frozenset())
+    def claim(
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        *,
+        limits: flow.ClaimLimits | None = None,
+    ) -> list[Job]:
+        """Take up to ``limit`` due queued jobs (of ``types``, if given) that fit ``limits``,
+        highest priority then oldest first."""
+        return self._claim(limit, now, types, frozenset(), limits)
 
     def _claim(
         self,
@@ -98,6 +108,7 @@ class InMemoryJobStore:
         now: datetime,
         types: Sequence[str] | None,
         skipped: Set[uuid.UUID],
+        limits: flow.ClaimLimits | None = None,
     ) -> list[Job]:
         if limit <= 0:
             return []
@@ -112,10 +123,15 @@ class InMemoryJobStore:
                     and (wanted is None or j.type in wanted)
                     and j.id not in skipped
                 ),
-                key=_queue_order,
-            )[:limit]
+                key=domain.claim_order,
+            )
+            if limits:
+                busy = [j for j in self._jobs.values() if j.status is Status.RUNNING]
+                chosen = flow.admit(due, busy, limits, limit)
+            else:
+                chosen = due[:limit]
             claimed = []
-            for job in due:
+            for job in chosen:
                 running = domain.claim(job, uuid.uuid4(), now)
                 self._jobs[job.id] = running
                 claimed.append(running)
@@ -192,6 +208,8 @@ class InMemoryJobStore:
         limit: int,
         now: datetime,
         types: Sequence[str] | None = None,
+        *,
+        limits: flow.ClaimLimits | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many`, then :meth:`claim` (of jobs that were queued before it)."""
         with self._lock:
@@ -199,13 +217,68 @@ class InMemoryJobStore:
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its
             # own claim.
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
-            return finished, self._claim(limit, now, types, requeued)
+            return finished, self._claim(limit, now, types, requeued, limits)
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs not seen since ``stale_before``."""
         with self._lock:
             stale = [j for j in self._jobs.values() if domain.is_stale(j, stale_before)]
             return sorted(stale, key=_queue_order)[:limit]
+
+    def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
+        """The counts behind "why is this job waiting?"."""
+        with self._lock:
+            running_key = running_type = ahead = 0
+            mine = domain.claim_order(job)
+            for other in self._jobs.values():
+                if other.type != job.type:
+                    continue
+                if other.status is Status.RUNNING:
+                    running_type += 1
+                    if job.concurrency_key is not None and (
+                        other.concurrency_key == job.concurrency_key
+                    ):
+                        running_key += 1
+                elif (
+                    other.status is Status.QUEUED
+                    and other.run_at <= now
+                    and domain.claim_order(other) < mine
+                ):
+                    ahead += 1
+            serving = sum(job.type in w.types for w in self._live(now))
+            return WaitingFacts(running_key, running_type, min(ahead, AHEAD_CAP), serving)
+
+    # -- workers ------------------------------------------------------------------------------
+    def _live(self, now: datetime) -> list[WorkerInfo]:
+        after = live_after(now)
+        for worker_id in [w.id for w in self._workers.values() if w.last_seen_at < after]:
+            del self._workers[worker_id]
+        return sorted(self._workers.values(), key=lambda w: (w.started_at, w.id))
+
+    def register_worker(self, worker: WorkerInfo) -> None:
+        """Record a worker."""
+        with self._lock:
+            self._live(worker.last_seen_at)
+            self._workers[worker.id] = worker
+
+    def worker_seen(self, worker_id: uuid.UUID, now: datetime) -> bool:
+        """Refresh a worker's last sign of life."""
+        with self._lock:
+            worker = self._workers.get(worker_id)
+            if worker is None:
+                return False
+            self._workers[worker_id] = dataclasses.replace(worker, last_seen_at=now)
+            return True
+
+    def unregister_worker(self, worker_id: uuid.UUID) -> None:
+        """Forget a worker."""
+        with self._lock:
+            self._workers.pop(worker_id, None)
+
+    def live_workers(self, now: datetime) -> list[WorkerInfo]:
+        """The live workers, oldest first."""
+        with self._lock:
+            return self._live(now)
 
     # -- org-scoped ---------------------------------------------------------------------------
     def _own(self, org_id: str, job_id: uuid.UUID) -> Job | None:

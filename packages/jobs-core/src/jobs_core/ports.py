@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
+from jobs_core.flow import ClaimLimits
 
 
 class Clock(Protocol):
@@ -49,6 +50,26 @@ class JobFilter:
     before: tuple[datetime, uuid.UUID] | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class WaitingFacts:
+    """Counts the store reads for "why is this job waiting?".
+
+    ``running_key``: running jobs of the job's type with its concurrency key; ``running_type``:
+    running jobs of its type; ``ahead``: due queued jobs of its type a claim takes before it
+    (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (None when
+    the store keeps no worker registry).
+    """
+
+    running_key: int
+    running_type: int
+    ahead: int
+    live_workers: int | None
+
+
+AHEAD_CAP = 10_000
+"""``WaitingFacts.ahead`` counts no further (an exact count of a huge queue costs a scan)."""
+
+
 class JobStore(Protocol):
     """Where jobs live. Every method is atomic on its own.
 
@@ -71,10 +92,20 @@ class JobStore(Protocol):
         ...
 
     # -- worker -------------------------------------------------------------------------------
-    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
-        """Take up to ``limit`` due queued jobs, oldest first, no job to two claimers.
+    def claim(
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
+    ) -> list[Job]:
+        """Take up to ``limit`` due queued jobs, highest priority then oldest first, no job to
+        two claimers.
 
-        With ``types``, only jobs of those types (a worker claims only what it can run).
+        With ``types``, only jobs of those types (a worker claims only what it can run). With
+        ``limits``, only jobs that fit them (:func:`jobs_core.flow.admit`), counting every
+        running job of every claimer: a job that does not fit is passed over, untouched.
 
         Each becomes running: ``attempts + 1``, ``started_at = now``, a new ``lease``, and its
         dedup key released if its scope is ``queue``.
@@ -120,6 +151,8 @@ class JobStore(Protocol):
         limit: int,
         now: datetime,
         types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many` of ``outcomes`` then :meth:`claim` of up to ``limit`` jobs, in
         one round trip: what a worker sends when a job ends while more work waits.
@@ -130,6 +163,11 @@ class JobStore(Protocol):
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs whose last sign of life is older than ``stale_before``."""
+        ...
+
+    def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
+        """What the store knows about why the queued ``job`` has not started (see
+        :mod:`jobs_core.waiting`)."""
         ...
 
     # -- org-scoped reads and actions -----------------------------------------------------------

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from jobs_core import flow
 from jobs_core.context import JobContext
 from jobs_core.domain import DedupScope, Job, NewJob
-from jobs_core.errors import DuplicateJobType, PayloadInvalid, UnknownJobType
+from jobs_core.errors import DedupKeyOwned, DuplicateJobType, PayloadInvalid, UnknownJobType
 from jobs_core.retry import RetryPolicy
 from jobs_core.schedules import Schedule
 
@@ -52,7 +53,11 @@ class JobType:
     - ``keep_done`` / ``keep_failed``: keep only the latest N done / failed-or-cancelled
       jobs of the type (None: no count limit; see :mod:`jobs_core.retention`);
     - ``protected``: the rows are domain history: never purged, never deletable;
-    - ``public``: may be enqueued over HTTP by any authenticated org.
+    - ``public``: may be enqueued over HTTP by any authenticated org;
+    - flow control (docs/flow-control.md): ``dedup_key`` (a template of the payload, e.g.
+      ``"crawl:{site_id}"``, the key of every job of the type), ``concurrency_key`` (a payload
+      field) with ``concurrency_limit`` (running jobs per value of it), ``max_running`` (running
+      jobs of the type) and ``max_snoozes`` (how often a job may ask to run later).
     """
 
     name: str
@@ -70,6 +75,11 @@ class JobType:
     applies_to: tuple[str, ...] = ()
     keep_done: int | None = None
     keep_failed: int | None = None
+    dedup_key: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    max_running: int | None = None
+    max_snoozes: int = 20
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -91,6 +101,45 @@ class JobType:
                 raise ValueError(f"{self.name}: {keep} must be >= 0")
             if value is not None and self.protected:
                 raise ValueError(f"{self.name}: a protected type is never purged (no {keep})")
+        if self.dedup_key is not None:
+            flow.template_fields(self.dedup_key)
+        if (self.concurrency_key is None) != (self.concurrency_limit is None):
+            raise ValueError(
+                f"{self.name}: concurrency_key and concurrency_limit go together "
+                "(the payload field, and how many running jobs per value of it)"
+            )
+        if self.concurrency_key is not None and not self.concurrency_key.isidentifier():
+            raise ValueError(f"{self.name}: concurrency_key must name a payload field")
+        if self.concurrency_limit is not None and self.concurrency_limit < 1:
+            raise ValueError(f"{self.name}: concurrency_limit must be >= 1")
+        if self.max_running is not None and self.max_running < 1:
+            raise ValueError(f"{self.name}: max_running must be >= 1")
+        if self.max_snoozes < 0:
+            raise ValueError(f"{self.name}: max_snoozes must be >= 0")
+
+    @property
+    def flow_limit(self) -> flow.FlowLimit | None:
+        """The limits the claim applies to this type (None: unlimited)."""
+        if self.concurrency_limit is None and self.max_running is None:
+            return None
+        return flow.FlowLimit(key_limit=self.concurrency_limit, type_limit=self.max_running)
+
+    def derived_keys(
+        self, payload: Mapping[str, Any], dedup_key: str | None
+    ) -> tuple[str | None, str | None]:
+        """The dedup key and the concurrency key of a job of this type with this (validated)
+        payload. A type-owned dedup key refuses a different one from the caller."""
+        if self.dedup_key is not None:
+            derived = flow.render_dedup_key(self.dedup_key, payload)
+            if dedup_key is not None and dedup_key != derived:
+                raise DedupKeyOwned(self.name, derived, dedup_key)
+            dedup_key = derived
+        concurrency = None
+        if self.concurrency_key is not None:
+            concurrency = flow.key_value(
+                payload, self.concurrency_key, f"the concurrency limit of {self.name!r}"
+            )
+        return dedup_key, concurrency
 
     def validate_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
         """The payload checked by the type's schema (any JSON object when it has none)."""
@@ -214,6 +263,10 @@ class Registry:
         """Registered type names, sorted."""
         return sorted(self._types)
 
+    def flow_limits(self) -> dict[str, flow.FlowLimit]:
+        """The concurrency limits of the registered types that declare any."""
+        return {t.name: limit for t in self._types.values() if (limit := t.flow_limit)}
+
     def new_job(
         self,
         org_id: str,
@@ -222,23 +275,30 @@ class Registry:
         *,
         dedup_key: str | None = None,
         run_at: datetime | None = None,
+        priority: int = 0,
     ) -> NewJob:
-        """Resolve an enqueue request against the type's declarations (validating the payload)."""
+        """Resolve an enqueue request against the type's declarations (validating the payload,
+        deriving its keys)."""
         if not org_id:
             raise ValueError("org_id must not be empty")
         if dedup_key is not None and not dedup_key:
             raise ValueError("dedup_key must not be empty (use None for no key)")
         if dedup_key is not None and "\x00" in dedup_key:
             raise ValueError("dedup_key must not contain NUL (\\u0000) characters")
+        priority = flow.check_priority(priority)
         job_type = self.get(type_name)
+        validated = job_type.validate_payload(payload)
+        dedup_key, concurrency_key = job_type.derived_keys(validated, dedup_key)
         return NewJob(
             org_id=org_id,
             type=job_type.name,
-            payload=job_type.validate_payload(payload),
+            payload=validated,
             dedup_key=dedup_key,
             dedup_scope=job_type.dedup_scope,
             max_attempts=job_type.max_attempts,
             run_at=run_at,
+            priority=priority,
+            concurrency_key=concurrency_key,
         )
 
     def new_jobs(
@@ -248,6 +308,7 @@ class Registry:
         payloads: Iterable[Mapping[str, Any] | None],
         *,
         dedup_keys: Sequence[str | None] | None = None,
+        priority: int = 0,
     ) -> list[NewJob]:
         """:meth:`new_job` for each payload (its dedup key at the same index): the same checks
         in the same order, and every payload validated, with the type resolved once."""
@@ -255,9 +316,16 @@ class Registry:
         job_type: JobType | None = None
         for i, payload in enumerate(payloads):
             dedup_key = None if dedup_keys is None else dedup_keys[i]
-            if job_type is None or dedup_key is not None:
+            if (
+                job_type is None
+                or dedup_key is not None
+                or job_type.dedup_key is not None
+                or job_type.concurrency_key is not None
+            ):
                 # The first job of the batch, and every keyed one, goes through every check.
-                specs.append(self.new_job(org_id, type_name, payload, dedup_key=dedup_key))
+                specs.append(
+                    self.new_job(org_id, type_name, payload, dedup_key=dedup_key, priority=priority)
+                )
                 job_type = self.get(type_name)
                 continue
             specs.append(
@@ -269,6 +337,7 @@ class Registry:
                     job_type.dedup_scope,
                     job_type.max_attempts,
                     None,
+                    priority,
                 )
             )
         return specs

@@ -24,7 +24,7 @@ from typing import Any, cast
 
 from jobs_core.context import JobContext
 from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
-from jobs_core.errors import JobCancelled, JobTimeout
+from jobs_core.errors import JobCancelled, JobTimeout, Snooze
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
 
@@ -59,6 +59,8 @@ def execute(
         result = _call(job_type, ctx, on_overrun)
     except JobCancelled as cancelled:
         return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
+    except Snooze as snooze:
+        return snooze_outcome(job_type, ctx.job, snooze, now() if callable(now) else now)
     except Exception as error:
         ended = now() if callable(now) else now
         outcome = failure_outcome(job_type, ctx.job, error, ended)
@@ -103,6 +105,25 @@ def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: date
         report["retry_in_s"] = delay
         return Requeue(run_at=now + timedelta(seconds=delay), error=short, report=report)
     return Failed(error=short, report=report)
+
+
+SNOOZED_TOO_OFTEN = "snoozed too often"
+
+
+def snooze_outcome(job_type: JobType, job: Job, snooze: Snooze, now: datetime) -> Outcome:
+    """Run again after the delay with the attempt handed back, while the type's
+    ``max_snoozes`` allows; past it the job fails (it cannot loop for ever)."""
+    if job.snoozes >= job_type.max_snoozes:
+        return Failed(
+            error=f"{SNOOZED_TOO_OFTEN} ({job.snoozes} times; max_snoozes={job_type.max_snoozes})",
+            report={"reason": snooze.reason or str(snooze), "snoozes": job.snoozes},
+        )
+    return Requeue(
+        run_at=now + timedelta(seconds=snooze.delay_s),
+        error=None,
+        report={"snoozed": snooze.reason or str(snooze), "snooze_s": snooze.delay_s},
+        snooze=True,
+    )
 
 
 def short_error(error: BaseException) -> str:

@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs_core import domain
+from jobs_core import domain, flow
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
 from jobs_core.ports import Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
 from jobs_core.runner import call_on_fail
+from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
 
@@ -66,12 +67,17 @@ class JobService:
         *,
         dedup_key: str | None = None,
         run_at: datetime | None = None,
+        priority: int = 0,
     ) -> Enqueued:
         """Enqueue a job, or return the org's job that holds ``dedup_key``.
 
-        Raises :class:`~jobs_core.errors.UnknownJobType` or ``PayloadInvalid`` for a bad request.
+        Raises :class:`~jobs_core.errors.UnknownJobType` or ``PayloadInvalid`` for a bad request
+        (``DedupKeyOwned`` when the type derives its key and ``dedup_key`` differs), ValueError
+        for a ``priority`` out of range.
         """
-        new = self.registry.new_job(org_id, type_name, payload, dedup_key=dedup_key, run_at=run_at)
+        new = self.registry.new_job(
+            org_id, type_name, payload, dedup_key=dedup_key, run_at=run_at, priority=priority
+        )
         return self.enqueue_new(new)
 
     def enqueue_new(self, new: NewJob) -> Enqueued:
@@ -96,9 +102,12 @@ class JobService:
         payloads: Iterable[Mapping[str, Any]],
         *,
         dedup_keys: Sequence[str | None] | None = None,
+        priority: int = 0,
     ) -> list[Job]:
         """Enqueue many jobs of one type in one round trip; jobs whose key is held are skipped."""
-        specs = self.registry.new_jobs(org_id, type_name, payloads, dedup_keys=dedup_keys)
+        specs = self.registry.new_jobs(
+            org_id, type_name, payloads, dedup_keys=dedup_keys, priority=priority
+        )
         if dedup_keys is not None and len(dedup_keys) != len(specs):
             raise ValueError("dedup_keys must have one entry per payload")
         return self.store.insert_many(specs, self.clock.now())
@@ -148,7 +157,25 @@ class JobService:
     # -- worker side --------------------------------------------------------------------------
     def claim(self, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs of the registered types."""
-        return self.store.claim(limit, self.clock.now(), self.registry.names())
+        limits = self._limits()
+        if limits is None:  # the plain claim (a store written before limits existed works)
+            return self.store.claim(limit, self.clock.now(), self.registry.names())
+        return self.store.claim(limit, self.clock.now(), self.registry.names(), limits=limits)
+
+    def _limits(self) -> flow.ClaimLimits | None:
+        """The concurrency limits of the registered types (None when no type declares any, so
+        the store runs its plain claim)."""
+        return self.registry.flow_limits() or None
+
+    def why_waiting(self, job: Job) -> list[WaitReason]:
+        """Why the queued ``job`` has not started yet (:mod:`jobs_core.waiting`); empty for a
+        job that is not queued."""
+        if job.status is not Status.QUEUED:
+            return []
+        now = self.clock.now()
+        job_type = self.registry.get(job.type) if job.type in self.registry else None
+        facts = self.store.waiting_facts(job, now) if job_type is not None else None
+        return why_waiting(job, job_type, facts, now)
 
     def complete(self, ref: AttemptRef, outcome: Outcome) -> Job | None:
         """Record the outcome of an attempt; run ``on_fail`` if it failed. None if stale."""
@@ -170,9 +197,15 @@ class JobService:
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
         ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
-        finished, claimed = self.store.finish_and_claim(
-            outcomes, limit, self.clock.now(), self.registry.names()
-        )
+        limits = self._limits()
+        if limits is None:
+            finished, claimed = self.store.finish_and_claim(
+                outcomes, limit, self.clock.now(), self.registry.names()
+            )
+        else:
+            finished, claimed = self.store.finish_and_claim(
+                outcomes, limit, self.clock.now(), self.registry.names(), limits=limits
+            )
         for job in finished:
             if job is not None:
                 call_on_fail(self.registry, job)

@@ -17,7 +17,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
 
 metadata = MetaData()
 
@@ -70,6 +70,12 @@ jobs = Table(
     Column("requested_dedup_key", Text),
     Column("cancel_requested_at", TIMESTAMPTZ),
     Column("lease", UUID(as_uuid=True)),
+    # -- flow control (decision 0015) ---------------------------------------------------------
+    Column("priority", Integer, nullable=False, server_default=text("0")),
+    Column("concurrency_key", Text),
+    Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
+    CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(
         "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="jobs_status_check"
     ),
@@ -92,13 +98,34 @@ Index(
 # An org's jobs newest first, with or without a status filter: GET /jobs and its cursor.
 Index("jobs_org_created_idx", jobs.c.org_id, jobs.c.created_at.desc(), jobs.c.id.desc())
 # Spec 000 §1 partial queue index: only live rows, so it stays small however large the history
-# grows. ``id`` after ``created_at`` makes it return rows in exactly the claim's ORDER BY.
+# grows. ``priority DESC, created_at, id`` is exactly the claim's ORDER BY (decision 0015).
 Index(
     QUEUE_INDEX,
     jobs.c.status,
+    jobs.c.priority.desc(),
     jobs.c.created_at,
     jobs.c.id,
     postgresql_where=text("status IN ('queued', 'running')"),
+)
+# Running jobs per (type, concurrency key): what a claim under limits counts (decision 0015).
+Index(
+    "jobs_running_key_idx",
+    jobs.c.type,
+    jobs.c.concurrency_key,
+    postgresql_where=text("status = 'running'"),
+)
+
+# Live worker processes (jobs_core.workers): operators' view; never shown to tenants.
+job_workers = Table(
+    "job_workers",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("types", ARRAY(Text), nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    Column("started_at", TIMESTAMPTZ, nullable=False),
+    Column("last_seen_at", TIMESTAMPTZ, nullable=False),
 )
 
 api_tokens = Table(

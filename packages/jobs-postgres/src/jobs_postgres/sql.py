@@ -91,11 +91,12 @@ INSERT = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
         id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
-        created_at, run_at
+        created_at, run_at, priority, concurrency_key
     )
     VALUES (
         %(id)s, %(org_id)s, %(type)s, CAST(%(payload)s AS jsonb), %(dedup_key)s, %(dedup_key)s,
-        %(dedup_scope)s, %(max_attempts)s, %(now)s, %(run_at)s
+        %(dedup_scope)s, %(max_attempts)s, %(now)s, %(run_at)s, %(priority)s,
+        %(concurrency_key)s
     )
     {ON_DEDUP_CONFLICT}
     RETURNING j.id
@@ -111,7 +112,7 @@ EXISTS_ID = "SELECT 1 FROM jobs WHERE id = %(id)s"
 
 def _insert_many(source: str) -> str:
     """Insert the rows of ``source`` (columns id, org_id, type, payload, dedup_key,
-    dedup_scope, max_attempts, run_at) in one statement.
+    dedup_scope, max_attempts, run_at, priority, concurrency_key) in one statement.
 
     Index: jobs_org_dedup_key_key, as for INSERT. The ids are made by the caller, ascending in
     input order, so rows are inserted in input order (within the batch the first job with a
@@ -122,11 +123,11 @@ def _insert_many(source: str) -> str:
 WITH inserted AS (
     INSERT INTO jobs AS j (
         id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
-        created_at, run_at
+        created_at, run_at, priority, concurrency_key
     )
     SELECT n.id, n.org_id, n.type, CAST(n.payload AS jsonb), n.dedup_key, n.dedup_key,
            n.dedup_scope, n.max_attempts, CAST(:now AS timestamptz),
-           coalesce(n.run_at, CAST(:now AS timestamptz))
+           coalesce(n.run_at, CAST(:now AS timestamptz)), n.priority, n.concurrency_key
     FROM {source}
     ORDER BY n.id
     {ON_DEDUP_CONFLICT}
@@ -148,8 +149,12 @@ INSERT_MANY = text(
         """unnest(
         CAST(:ids AS uuid[]), CAST(:org_ids AS text[]), CAST(:types AS text[]),
         CAST(:payloads AS text[]), CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
-        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[])
-    ) AS n(id, org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at)"""
+        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[]),
+        CAST(:priorities AS int[]), CAST(:concurrency_keys AS text[])
+    ) AS n(
+        id, org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at, priority,
+        concurrency_key
+    )"""
     )
 )
 
@@ -165,6 +170,8 @@ INCOMING_COLUMNS = (
     ("dedup_scope", "text"),
     ("max_attempts", "int4"),
     ("run_at", "timestamptz"),
+    ("priority", "int4"),
+    ("concurrency_key", "text"),
 )
 
 
@@ -195,10 +202,21 @@ def drop_incoming(table: str) -> TextClause:
 # transaction. ``payload`` is sent in jsonb's binary form (a version byte, 1, then the JSON
 # text), which the caller declares as bytea: psycopg's jsonb dumper would serialise it again.
 COPY_JOBS = (
-    "COPY jobs (id, org_id, type, payload, dedup_scope, max_attempts, created_at, run_at)"
-    " FROM STDIN (FORMAT BINARY)"
+    "COPY jobs (id, org_id, type, payload, dedup_scope, max_attempts, created_at, run_at,"
+    " priority, concurrency_key) FROM STDIN (FORMAT BINARY)"
 )
-COPY_JOBS_TYPES = ("uuid", "text", "text", "bytea", "text", "int4", "timestamptz", "timestamptz")
+COPY_JOBS_TYPES = (
+    "uuid",
+    "text",
+    "text",
+    "bytea",
+    "text",
+    "int4",
+    "timestamptz",
+    "timestamptz",
+    "int4",
+    "text",
+)
 NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', ''), pg_notify('jobs_events', %(event)s)"
 
 
@@ -221,9 +239,10 @@ _RUNNING = "(j.status = 'running') IS TRUE"
 def _due(types: Sequence[str] | None) -> str:
     """The ``due`` CTE of a claim: the ids of up to ``:limit`` due jobs, locked.
 
-    Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (created_at, id) order,
-    the claim's ORDER BY, so the scan stops after ``limit`` due rows: the finished history is
-    not in the partial index at all. ``run_at`` and ``type`` filter the rows it yields.
+    Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (priority DESC,
+    created_at, id) order, the claim's ORDER BY, so the scan stops after ``limit`` due rows:
+    the finished history is not in the partial index at all. ``run_at`` and ``type`` filter
+    the rows it yields.
     ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
     wait on nor take the same job.
     """
@@ -231,7 +250,7 @@ def _due(types: Sequence[str] | None) -> str:
     return f"""due AS (
     SELECT id FROM jobs
     WHERE status = 'queued' AND run_at <= :now {type_filter}
-    ORDER BY created_at, id
+    ORDER BY priority DESC, created_at, id
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )"""
@@ -303,7 +322,7 @@ WHERE j.id = ANY(CAST(:ids AS uuid[]))
 _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, run_at timestamptz, error text,
-        report jsonb, keep_report boolean, refund_attempt boolean
+        report jsonb, keep_report boolean, refund_attempt boolean, snooze boolean
     )
 )"""
 
@@ -314,8 +333,9 @@ def _finished(stale: str) -> str:
     UPDATE jobs AS j
     SET status = o.status,
         -- a worker shutting down hands its attempt back unconsumed
-        attempts = CASE WHEN o.refund_attempt THEN greatest(j.attempts - 1, 0)
-                        ELSE j.attempts END,
+        attempts = CASE WHEN o.refund_attempt OR o.snooze IS TRUE
+                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        snoozes = CASE WHEN o.snooze IS TRUE THEN j.snoozes + 1 ELSE j.snoozes END,
         error = o.error,
         report = CASE WHEN o.keep_report THEN j.report ELSE o.report END,
         lease = NULL,
@@ -413,7 +433,7 @@ WITH saved AS (
     UPDATE jobs AS j
     SET status = :status, attempts = :attempts, dedup_key = :dedup_key, run_at = :run_at,
         error = :error, started_at = :started_at, finished_at = :finished_at,
-        cancel_requested_at = :cancel_requested_at, lease = :lease
+        cancel_requested_at = :cancel_requested_at, lease = :lease, snoozes = :snoozes
     WHERE j.id = :id
     RETURNING {_columns("j")}
 ),

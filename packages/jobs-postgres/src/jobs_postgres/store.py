@@ -38,11 +38,13 @@ from jobs_core.domain import (
     Status,
 )
 from jobs_core.errors import DedupConflict, InvalidTransition
-from jobs_core.ports import JobFilter
+from jobs_core.flow import ClaimLimits
+from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
+from jobs_core.workers import WorkerInfo, live_after
 from sqlalchemy import Connection, Engine, TextClause, exc
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from jobs_postgres import sql
+from jobs_postgres import flow, sql
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 
 COPY_FROM = 2_000
@@ -247,6 +249,8 @@ class PostgresJobStore:
             "max_attempts": new.max_attempts,
             "now": now,
             "run_at": new.run_at or now,
+            "priority": new.priority,
+            "concurrency_key": new.concurrency_key,
             "event": json.dumps(
                 {"id": str(job_id), "org_id": new.org_id, "status": Status.QUEUED.value}
             ),
@@ -303,6 +307,8 @@ class PostgresJobStore:
                     "dedup_scopes": [n.dedup_scope.value for n in new],
                     "max_attempts": [n.max_attempts for n in new],
                     "run_ats": [n.run_at for n in new],
+                    "priorities": [n.priority for n in new],
+                    "concurrency_keys": [n.concurrency_key for n in new],
                     "now": now,
                 },
             )
@@ -337,6 +343,8 @@ class PostgresJobStore:
                                 spec.max_attempts,
                                 now,
                                 spec.run_at or now,
+                                spec.priority,
+                                spec.concurrency_key,
                             )
                         )
                 cursor.execute(sql.NOTIFY_INSERTED, {"event": _batch_event(new, ids)})
@@ -362,6 +370,8 @@ class PostgresJobStore:
                             spec.dedup_scope.value,
                             spec.max_attempts,
                             spec.run_at,
+                            spec.priority,
+                            spec.concurrency_key,
                         )
                     )
             rows = list(conn.execute(sql.insert_from_incoming(table), {"now": now}).all())
@@ -374,17 +384,130 @@ class PostgresJobStore:
         return _job(rows[0]) if rows else None
 
     # -- worker -------------------------------------------------------------------------------
-    def claim(self, limit: int, now: datetime, types: Sequence[str] | None = None) -> list[Job]:
-        """Take up to ``limit`` due queued jobs, oldest first, in one statement."""
+    def claim(
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
+    ) -> list[Job]:
+        """Take up to ``limit`` due queued jobs, highest priority then oldest first, in one
+        statement; under ``limits``, in one short transaction (:mod:`jobs_postgres.flow`)."""
         if limit <= 0 or (types is not None and not types):
             return []
+        if limits:
+            return self._claim_limited(limit, now, types, limits)
         if types is None:
             rows = self._hot_rows(sql.CLAIM_ALL, {"now": now, "limit": limit})
         else:
             rows = self._hot_rows(
                 sql.CLAIM_TYPES, {"now": now, "limit": limit, "types": list(types)}
             )
-        return sorted((_job(row) for row in rows), key=_queue_order)
+        return sorted((_job(row) for row in rows), key=domain.claim_order)
+
+    def _claim_limited(
+        self, limit: int, now: datetime, types: Sequence[str] | None, limits: ClaimLimits
+    ) -> list[Job]:
+        """The claim under concurrency limits: lock candidates and their keys, then claim the
+        ones that fit, counted in a snapshot taken after the keys are locked (decision 0015)."""
+        params: dict[str, Any] = {"now": now, "limit": limit, **flow.limit_params(limits)}
+        if types is not None:
+            params["types"] = list(types)
+
+        def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
+            execute(flow.PLANNER, {})
+            ids = [row[0] for row in execute(flow.lock_candidates(types is not None), params)]
+            if not ids:
+                return []
+            return execute(_CLAIM_ADMITTED, {**params, "ids": ids})
+
+        rows = self._in_transaction(run)
+        return sorted((_job(row) for row in rows), key=domain.claim_order)
+
+    def _in_transaction(
+        self, run: Callable[[Callable[[str, Mapping[str, Any]], list[Any]]], T]
+    ) -> T:
+        """``run(execute)`` in one transaction, ``execute(query, params)`` giving the rows of a
+        statement in psycopg's syntax: on a pooled psycopg connection (committed at the end),
+        or in a savepoint of the caller's transaction."""
+        with unavailable_as_store_error():
+            if self._bound is not None:
+                bound = self._bound
+                with bound.begin_nested():
+                    return run(lambda query, p: _all(bound.exec_driver_sql(query, p)))
+            pooled = self._engine.raw_connection()
+            try:
+                driver = pooled.driver_connection
+                assert isinstance(driver, psycopg.Connection)
+                try:
+                    with driver.transaction():
+                        return run(lambda query, p: _fetched(driver.execute(query, p or None)))
+                except psycopg.Error as error:
+                    if driver.broken or driver.closed:
+                        pooled.invalidate(error)
+                    raise
+            finally:
+                pooled.close()
+
+    def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
+        """The counts behind "why is this job waiting?" (one statement)."""
+        params = {
+            "type": job.type,
+            "key": job.concurrency_key,
+            "now": now,
+            "priority": job.priority,
+            "created_at": job.created_at,
+            "id": job.id,
+            "cap": AHEAD_CAP,
+            "live_after": live_after(now),
+        }
+        row = self._on_driver(lambda execute, _: execute(flow.waiting_facts(), params))
+        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+
+    # -- workers ------------------------------------------------------------------------------
+    def register_worker(self, worker: WorkerInfo) -> None:
+        """Record a worker (and forget those silent for too long)."""
+        params = {
+            "id": worker.id,
+            "host": worker.host,
+            "pid": worker.pid,
+            "types": list(worker.types),
+            "concurrency": worker.concurrency,
+            "started_at": worker.started_at,
+            "last_seen_at": worker.last_seen_at,
+            "live_after": live_after(worker.last_seen_at),
+        }
+
+        def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> None:
+            execute(flow.FORGET_SILENT + " RETURNING id", params)
+            execute(flow.REGISTER + " RETURNING id", params)
+
+        self._in_transaction(run)
+
+    def worker_seen(self, worker_id: uuid.UUID, now: datetime) -> bool:
+        """Refresh a worker's ``last_seen_at``; False if it is not registered (any more)."""
+        row = self._on_driver(lambda execute, _: execute(flow.SEEN, {"id": worker_id, "now": now}))
+        return row is not None
+
+    def unregister_worker(self, worker_id: uuid.UUID) -> None:
+        """Remove a worker that stops."""
+        self._on_driver(
+            lambda execute, _: execute(flow.UNREGISTER + " RETURNING id", {"id": worker_id})
+        )
+
+    def live_workers(self, now: datetime) -> list[WorkerInfo]:
+        """The live workers, oldest first (the silent ones are forgotten)."""
+        params = {"live_after": live_after(now)}
+
+        def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
+            execute(flow.FORGET_SILENT + " RETURNING id", params)
+            return execute(flow.LIVE, params)
+
+        return [
+            WorkerInfo(row[0], row[1], row[2], tuple(row[3]), row[4], row[5], row[6])
+            for row in self._in_transaction(run)
+        ]
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
@@ -443,13 +566,27 @@ class PostgresJobStore:
         limit: int,
         now: datetime,
         types: Sequence[str] | None = None,
+        *,
+        limits: ClaimLimits | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many` then :meth:`claim`, in one statement (one round trip, one
-        commit). A job re-queued by ``outcomes`` is not claimed back by the same call."""
+        commit). A job re-queued by ``outcomes`` is not claimed back by the same call.
+
+        Under ``limits`` the finish commits first, then the claim runs as :meth:`claim` does
+        (the places the finish freed are counted as free)."""
         if not outcomes:
-            return [], self.claim(limit, now, types)
+            return [], self.claim(limit, now, types, limits=limits)
         if limit <= 0 or (types is not None and not types):
             return self._finish(outcomes, now, None), []
+        if limits:
+            finished = self._finish(outcomes, now, None)
+            requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
+            claimed = [
+                job
+                for job in self.claim(limit, now, types, limits=limits)
+                if job.id not in requeued
+            ]
+            return finished, claimed
         params: dict[str, Any] = {"outcomes": _outcomes_json(outcomes), "now": now, "limit": limit}
         if types is None:
             statement = sql.FINISH_AND_CLAIM_ALL
@@ -463,7 +600,7 @@ class PostgresJobStore:
                 claimed.append(_job(row[1:]))
             else:
                 results[row[0]] = _job(row[1:])
-        claimed.sort(key=_queue_order)
+        claimed.sort(key=domain.claim_order)
         return results, claimed
 
     def _finish(
@@ -625,6 +762,7 @@ _SAVED = (
     "finished_at",
     "cancel_requested_at",
     "lease",
+    "snoozes",
 )
 """The columns sql.SAVE writes: every column an admin transition of the domain changes."""
 
@@ -642,8 +780,7 @@ def _save(conn: Connection, before: Job, after: Job) -> Job:
     return _job(conn.execute(sql.SAVE, params).one())
 
 
-def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
-    return (job.created_at, job.id)
+_CLAIM_ADMITTED = flow.claim_admitted(", ".join(f"j.{name}" for name in sql.COLUMNS))
 
 
 def _outcomes_json(outcomes: Sequence[tuple[AttemptRef, Outcome]]) -> str:
@@ -669,6 +806,7 @@ def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]
         "run_at": None,
         "keep_report": False,
         "refund_attempt": False,
+        "snooze": False,
     }
     if isinstance(outcome, Requeue):
         row.update(
@@ -678,6 +816,7 @@ def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]
             report=outcome.report,
             keep_report=outcome.report is None,
             refund_attempt=outcome.refund_attempt,
+            snooze=outcome.snooze,
         )
     elif isinstance(outcome, Done):
         row.update(status=Status.DONE.value, error=None, report=outcome.report)
@@ -699,6 +838,16 @@ def _batch_event(new: Sequence[NewJob], ids: Sequence[uuid.UUID]) -> str:
     orgs = [spec.org_id for spec in new]
     names = sorted(set(orgs)) if sum(map(len, orgs)) < 4000 else None
     return json.dumps({"count": len(new), "org_ids": names})
+
+
+def _all(result: Any) -> list[Any]:
+    """The rows of a SQLAlchemy result; none for a statement that returns none (SET)."""
+    return list(result.all()) if result.returns_rows else []
+
+
+def _fetched(cursor: Any) -> list[Any]:
+    """The rows of a psycopg cursor; none for a statement that returns none (SET)."""
+    return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 def _first_row_on(driver: psycopg.Connection[Any]) -> Execute:

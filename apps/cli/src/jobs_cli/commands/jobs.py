@@ -85,7 +85,14 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
 
     with db.service(settings) as svc:
         try:
-            result = svc.enqueue(org, args.type, payload, dedup_key=args.dedup_key, run_at=run_at)
+            result = svc.enqueue(
+                org,
+                args.type,
+                payload,
+                dedup_key=args.dedup_key,
+                run_at=run_at,
+                priority=args.priority,
+            )
         except UnknownJobType:
             known = ", ".join(svc.registry.names()) or "none"
             hint = ""
@@ -99,7 +106,8 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
     if result.created:
         print(f"enqueued {job.type} job for org {job.org_id}: {job.status}")
     else:
-        print(f"dedup key {args.dedup_key!r} is held by a {job.status} job; returned that one")
+        key = job.requested_dedup_key
+        print(f"dedup key {key!r} is held by a {job.status} job; returned that one")
     print(job.id)
     return 0
 
@@ -132,18 +140,27 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
 def show(args: argparse.Namespace, settings: CliSettings) -> int:
     """Show one job."""
     job_id = parse_job_id(args.job_id)
-    if args.org is not None:
-        with db.service(settings) as svc:
+    with db.service(settings) as svc:
+        if args.org is not None:
             job = svc.get(args.org, job_id)
-    else:
-        from jobs_cli.admin_queries import get_any_org
+        else:
+            from jobs_postgres.store import PostgresJobStore
 
-        with db.store(settings) as store:
-            found = get_any_org(store, job_id)
-        if found is None:
-            raise CliError(f"no job with id {job_id}")
-        job = found
-    _print_job(job, args.json)
+            from jobs_cli.admin_queries import get_any_org
+
+            assert isinstance(svc.store, PostgresJobStore)
+            found = get_any_org(svc.store, job_id)
+            if found is None:
+                raise CliError(f"no job with id {job_id}")
+            job = found
+        waiting = svc.why_waiting(job)
+    if args.json:
+        document = render.job_json(job)
+        if job.status is Status.QUEUED:
+            document["waiting"] = [{"code": r.code, "message": r.message} for r in waiting]
+        print(json.dumps(document, indent=2, ensure_ascii=False))
+    else:
+        print(render.job_details(job, SystemClock().now(), waiting))
     return 0
 
 

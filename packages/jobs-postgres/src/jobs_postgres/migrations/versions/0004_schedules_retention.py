@@ -20,7 +20,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP, UUID
 
 revision: str = "0004_schedules_retention"
-down_revision: str | None = "0001_jobs"
+down_revision: str | None = "0003_flow_control"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,150 @@
+"""Flow control: the rules that decide which due jobs a claim may start (docs/flow-control.md).
+
+A job type may declare
+
+- ``concurrency_key`` + ``concurrency_limit``: never more than N running jobs of the type with the
+  same value of that payload field (one crawl per site, two calls per upstream account);
+- ``max_running``: never more than N running jobs of the type at all;
+- ``dedup_key``: a template of its payload (``"crawl:{site_id}"``) the job's dedup key is derived
+  from on every enqueue path, so a caller cannot bypass it;
+- ``max_snoozes``: how often a handler may ask to run again later without spending an attempt.
+
+The rules are here, pure; the in-memory store runs :func:`admit` under its lock and the
+PostgreSQL store applies the same rule in its claim statement (decision 0015).
+"""
+
+from __future__ import annotations
+
+import string
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN, Job
+from jobs_core.errors import PayloadInvalid
+
+
+@dataclass(frozen=True, slots=True)
+class FlowLimit:
+    """The concurrency limits of one job type, as the claim applies them.
+
+    ``key_limit``: running jobs per value of the job's ``concurrency_key`` (None: no limit; a
+    job without a key value is not limited per key). ``type_limit``: running jobs of the type.
+    """
+
+    key_limit: int | None = None
+    type_limit: int | None = None
+
+
+ClaimLimits = Mapping[str, FlowLimit]
+"""The limits of the types a claim may take, by type name (types absent: no limit)."""
+
+
+def admit(
+    candidates: Iterable[Job],
+    running: Iterable[Job],
+    limits: ClaimLimits,
+    count: int,
+) -> list[Job]:
+    """The first ``count`` of ``candidates`` (in claim order) that fit the limits.
+
+    ``running`` are the jobs running now. A candidate is admitted if, counting the running jobs
+    and the candidates admitted before it, its key and its type stay within their limits; a
+    candidate that does not fit is passed over and never holds back the ones behind it.
+    """
+    by_key: Counter[tuple[str, str]] = Counter()
+    by_type: Counter[str] = Counter()
+    for job in running:
+        if job.type in limits:
+            by_type[job.type] += 1
+            if job.concurrency_key is not None:
+                by_key[job.type, job.concurrency_key] += 1
+    admitted: list[Job] = []
+    for job in candidates:
+        if len(admitted) >= count:
+            break
+        limit = limits.get(job.type)
+        if limit is not None:
+            if limit.type_limit is not None and by_type[job.type] >= limit.type_limit:
+                continue
+            key = (job.type, job.concurrency_key or "")
+            if (
+                limit.key_limit is not None
+                and job.concurrency_key is not None
+                and by_key[key] >= limit.key_limit
+            ):
+                continue
+            by_type[job.type] += 1
+            if job.concurrency_key is not None:
+                by_key[key] += 1
+        admitted.append(job)
+    return admitted
+
+
+# ---- keys derived from the payload ----------------------------------------------------------
+
+_FORMATTER = string.Formatter()
+
+
+def template_fields(template: str) -> list[str]:
+    """The payload fields a dedup key template names (``"crawl:{site_id}"`` → ``["site_id"]``).
+
+    Raises ValueError for a template that is not a plain list of ``{field}`` references.
+    """
+    fields: list[str] = []
+    for _literal, name, spec, conversion in _FORMATTER.parse(template):
+        if name is None:
+            continue
+        if not name.isidentifier() or spec or conversion:
+            raise ValueError(
+                f"dedup key template {template!r}: use plain {{field}} references "
+                f"(got {{{name}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}})"
+            )
+        fields.append(name)
+    if not fields:
+        raise ValueError(f"dedup key template {template!r} names no payload field")
+    return fields
+
+
+def key_value(payload: Mapping[str, Any], field: str, what: str) -> str:
+    """The text of ``payload[field]`` for a key: a string or an integer, never absent."""
+    value = payload.get(field)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise PayloadInvalid(
+            [
+                {
+                    "loc": [field],
+                    "msg": f"{what} needs {field!r} in the payload (a non-empty string or integer)",
+                    "type": "missing_key_field",
+                }
+            ]
+        )
+    text = str(value)
+    if "\x00" in text:
+        raise PayloadInvalid(
+            [{"loc": [field], "msg": "must not contain NUL (\\u0000)", "type": "nul"}]
+        )
+    return text
+
+
+def render_dedup_key(template: str, payload: Mapping[str, Any]) -> str:
+    """The dedup key a type-owned template gives for ``payload``."""
+    values = {
+        name: key_value(payload, name, f"the dedup key {template!r}")
+        for name in template_fields(template)
+    }
+    return template.format_map(values)
+
+
+def check_priority(priority: object) -> int:
+    """``priority`` if it is an integer in [PRIORITY_MIN, PRIORITY_MAX], else ValueError."""
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise ValueError(f"priority must be an integer, not {type(priority).__name__}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise ValueError(
+            f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX} "
+            f"(higher runs first; default 0), got {priority}"
+        )
+    return priority

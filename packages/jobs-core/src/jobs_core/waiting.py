@@ -1,0 +1,79 @@
+""" "Why is this job waiting?": the reasons a queued job has not started, from stored facts.
+
+Pure: the store counts (:class:`~jobs_core.ports.WaitingFacts`), this module says what they
+mean for one job, in the order a reader needs them (docs/flow-control.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from jobs_core.domain import Job, Status
+from jobs_core.ports import AHEAD_CAP, WaitingFacts
+from jobs_core.registry import JobType
+
+
+@dataclass(frozen=True, slots=True)
+class WaitReason:
+    """One reason: a stable ``code`` for programs and a sentence for people."""
+
+    code: str
+    message: str
+
+
+def why_waiting(
+    job: Job, job_type: JobType | None, facts: WaitingFacts | None, now: datetime
+) -> list[WaitReason]:
+    """Why the queued ``job`` has not started yet; empty for a job that is not queued.
+
+    Codes: ``scheduled`` (``run_at`` is later), ``snoozed`` (its handler asked to run later),
+    ``key_busy`` (its concurrency key at N of N running), ``type_busy`` (its type at its cap),
+    ``ahead`` (N due jobs of its type are taken before it), ``no_worker`` (no live worker serves
+    its type), ``unknown_type`` (this deployment does not know the type), ``next`` (nothing holds
+    it back: the next free worker slot takes it).
+    """
+    if job.status is not Status.QUEUED:
+        return []
+    reasons: list[WaitReason] = []
+    if job.run_at > now:
+        at = job.run_at.isoformat(timespec="seconds")
+        if job.snoozes and job.error is None:
+            reasons.append(
+                WaitReason("snoozed", f"snoozed until {at} (snoozed {job.snoozes} times so far)")
+            )
+        else:
+            reasons.append(WaitReason("scheduled", f"scheduled for later: runs at {at}"))
+    if job_type is None:
+        reasons.append(WaitReason("unknown_type", f"job type {job.type!r} is not registered here"))
+        return reasons
+    if facts is None:
+        return reasons or [WaitReason("next", "due: the next free worker slot takes it")]
+    if (
+        job_type.concurrency_limit is not None
+        and job.concurrency_key is not None
+        and facts.running_key >= job_type.concurrency_limit
+    ):
+        reasons.append(
+            WaitReason(
+                "key_busy",
+                f"its key {job_type.concurrency_key}={job.concurrency_key} is at "
+                f"{facts.running_key} of {job_type.concurrency_limit} running",
+            )
+        )
+    if job_type.max_running is not None and facts.running_type >= job_type.max_running:
+        reasons.append(
+            WaitReason(
+                "type_busy",
+                f"type {job.type!r} is at its cap: {facts.running_type} of "
+                f"{job_type.max_running} running",
+            )
+        )
+    if facts.ahead:
+        many = f"{AHEAD_CAP}+" if facts.ahead >= AHEAD_CAP else str(facts.ahead)
+        reasons.append(WaitReason("ahead", f"{many} due jobs of type {job.type!r} are ahead of it"))
+    if facts.live_workers == 0:
+        reasons.append(
+            WaitReason("no_worker", f"no live worker serves type {job.type!r}; start one")
+        )
+    return reasons or [WaitReason("next", "due: the next free worker slot takes it")]

@@ -1,0 +1,86 @@
+"""The claim keeps walking an index with priorities and limits: EXPLAIN over 1,000,000 finished
+rows (decision 0015). These tests read plans, never times."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from jobs_core import FlowLimit
+from jobs_postgres import flow, migrations, sql
+from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
+from sqlalchemy import Engine, text
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+HISTORY = 1_000_000
+
+# One statement: a million finished rows (every status of history, priorities included), then a
+# queue of 2,000 due jobs of 20 keys at mixed priorities.
+FILL = """
+INSERT INTO jobs (id, org_id, type, status, payload, created_at, run_at, finished_at, attempts,
+                  priority, concurrency_key)
+SELECT gen_random_uuid(), 'org-' || (i % 50), 'crawl',
+       (ARRAY['done', 'failed', 'cancelled'])[1 + i % 3], '{}'::jsonb,
+       :old - make_interval(secs => i), :old - make_interval(secs => i), :old, 1,
+       (i % 7) - 3, 'site-' || (i % 1000)
+FROM generate_series(1, :history) AS i;
+INSERT INTO jobs (id, org_id, type, payload, created_at, run_at, priority, concurrency_key)
+SELECT gen_random_uuid(), 'org-1', 'crawl', '{}'::jsonb, :now - make_interval(secs => i),
+       :now - make_interval(secs => i), (i % 5) - 2, 'site-' || (i % 20)
+FROM generate_series(1, 2000) AS i;
+"""
+
+
+def _plan(engine: Engine, statement: str, params: dict[str, Any], setup: str = "") -> str:
+    with engine.connect() as conn, conn.begin() as tx:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        if setup:
+            driver.execute(setup)
+        rows = driver.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", params).fetchall()
+        tx.rollback()
+    return "\n".join(row[0] for row in rows)
+
+
+def _index_rows(plan: str) -> float:
+    """The actual rows of the queue index scan of a plan."""
+    line = next(line for line in plan.splitlines() if "Index Scan using jobs_queue_idx" in line)
+    found = re.search(r"actual time=\S+ rows=([0-9.]+)", line)
+    assert found is not None, line
+    return float(found.group(1))
+
+
+def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(scratch_url: str) -> None:
+    migrations.upgrade(scratch_url)
+    engine = create_engine(scratch_url, session_settings=WORKER_SESSION_SETTINGS)
+    try:
+        now = datetime.now(UTC)
+        with engine.begin() as conn:
+            for part in FILL.split(";\n"):
+                if part.strip():
+                    conn.execute(
+                        text(part),
+                        {"now": now, "old": now - timedelta(days=30), "history": HISTORY},
+                    )
+            conn.execute(text("ANALYZE jobs"))
+            total = conn.execute(text("SELECT count(*) FROM jobs")).scalar_one()
+        assert total == HISTORY + 2000
+
+        plain = str(sql.CLAIM_TYPES.compile(dialect=engine.dialect))
+        plan = _plan(engine, plain, {"now": now, "limit": 10, "types": ["crawl"]})
+        assert "Index Scan using jobs_queue_idx" in plan, plan
+        assert "Sort" not in plan, plan  # read in (priority DESC, created_at, id) order
+        assert _index_rows(plan) <= 10, plan
+        assert "Seq Scan on jobs" not in plan, plan
+
+        limits = {"crawl": FlowLimit(key_limit=2, type_limit=50)}
+        params = {"now": now, "limit": 10, "types": ["crawl"], **flow.limit_params(limits)}
+        plan = _plan(engine, flow.lock_candidates(with_types=True), params, flow.PLANNER)
+        assert "Index Scan using jobs_queue_idx" in plan, plan
+        assert "Seq Scan on jobs" not in plan, plan
+        assert _index_rows(plan) <= 10, plan  # the walk stopped after 10 candidates
+    finally:
+        engine.dispose()
