@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -306,3 +306,73 @@ async def test_without_the_module_or_on_the_memory_store_there_are_no_imports_ro
         paths = set(create_app(other).openapi()["paths"])
         assert "/imports/csv" not in paths
         assert "/jobs" in paths
+
+
+# ---- authentication before the body (issue 11, finding 3) -----------------------------------
+
+
+async def _call_without_a_body(
+    container: Container, headers: list[tuple[bytes, bytes]]
+) -> tuple[int, dict[bytes, bytes], int]:
+    """POST /imports/csv to the app announcing a 1 MB multipart body (within the upload limit),
+    and answer with its status, its headers and how many times the app asked for the body."""
+    app = create_app(container)
+    asked = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal asked
+        asked += 1
+        return {"type": "http.request", "body": b"x" * 1_000_000, "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/imports/csv",
+        "raw_path": b"/imports/csv",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [
+            (b"host", b"api.test"),
+            (b"content-type", b"multipart/form-data; boundary=xyz"),
+            (b"content-length", str(1_000_000).encode()),
+            *headers,
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    await app(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], dict(start["headers"]), asked
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [None, b"Bearer jobs_" + b"A" * 43, b"Bearer not-a-token", b"Basic dXNlcjpwYXNz"],
+    ids=["anonymous", "unknown-token", "malformed-token", "basic"],
+)
+async def test_an_upload_without_a_live_token_is_refused_before_its_body_is_read(
+    container: Container, data_dir: Path, authorization: bytes | None
+) -> None:
+    headers = [] if authorization is None else [(b"authorization", authorization)]
+    status, response_headers, asked = await _call_without_a_body(container, headers)
+    assert status == 401
+    assert asked == 0, "the app read the body of a request it refused"
+    assert response_headers[b"www-authenticate"] == b"Bearer"
+    assert response_headers[b"connection"] == b"close"  # a large unread body: not kept
+    assert not list(data_dir.rglob("*"))
+
+
+async def test_a_live_token_reaches_the_upload_route(
+    container: Container, as_a: dict[str, str]
+) -> None:
+    token = as_a["Authorization"].encode()
+    status, _, asked = await _call_without_a_body(container, [(b"authorization", token)])
+    assert asked > 0  # the route read the body: authentication let it through
+    assert status != 401

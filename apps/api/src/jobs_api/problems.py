@@ -26,6 +26,7 @@ from jobs_core import (
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Scope
 
 log = logging.getLogger("jobs.api")
 
@@ -125,7 +126,9 @@ def _http_error(request: Request, exc: Exception) -> ProblemResponse:
     if exc.status_code == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
         headers["Allow"] = ", ".join(_allowed_methods(request))
-    return problem(exc.status_code, detail, headers=headers)
+    return problem(
+        exc.status_code, detail, kind=getattr(exc, "problem_kind", None), headers=headers
+    )
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -196,6 +199,11 @@ def _unexpected(request: Request, exc: Exception) -> ProblemResponse:
     # Logged with its traceback, answered without it: internals never reach a client.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "an unexpected error occurred", kind="internal-error")
+
+
+def unexpected_error(scope: Scope, exc: Exception) -> ProblemResponse:
+    """The 500 problem of an unexpected error, logged (``jobs_api.guard.KeepConnectionOnError``)."""
+    return _unexpected(Request(scope), exc)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
