@@ -7,6 +7,7 @@ database) and the clock, and run the queued jobs in process with the module the 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import uuid
 from collections.abc import AsyncIterator, Iterator, MutableMapping
@@ -376,3 +377,87 @@ async def test_a_live_token_reaches_the_upload_route(
     status, _, asked = await _call_without_a_body(container, [(b"authorization", token)])
     assert asked > 0  # the route read the body: authentication let it through
     assert status != 401
+
+
+# ---- hostile input (issue 11, findings 2 and 5) ---------------------------------------------
+
+
+def _varied_cjk(count: int) -> str:
+    """``count`` distinct CJK characters (a repeated one would compress below index limits)."""
+    return "".join(chr(0x4E00 + index) for index in range(count))
+
+
+@pytest.mark.parametrize(
+    ("name", "base_url", "field"),
+    [
+        ("Nul\x00name", "www.example.com", "name"),
+        ("Example", "www.example.com/\x00", "base_url"),
+        ("\u6f22" * 2000, "www.example.com", "name"),
+        ("Example", "https://www.example.com/" + _varied_cjk(2000), "base_url"),
+    ],
+    ids=["nul-name", "nul-url", "cjk-name", "cjk-url"],
+)
+async def test_a_site_target_that_cannot_be_stored_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, as_a: dict[str, str], name: str, base_url: str, field: str
+) -> None:
+    response = await client.post(
+        "/site-targets", json={"name": name, "base_url": base_url}, headers=as_a
+    )
+    assert response.status_code == 422, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    body = response.json()
+    named = [error["loc"][-1] for error in body.get("errors") or []] + [body["detail"]]
+    assert any(field in str(item) for item in named), body
+
+
+async def test_a_lone_surrogate_in_a_site_target_name_is_a_422(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    response = await client.post(
+        "/site-targets",
+        content=b'{"name": "x\\ud800", "base_url": "www.example.com"}',
+        headers={**as_a, "content-type": "application/json"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["loc"] == ["body", "name"]
+
+
+async def test_a_page_url_too_long_to_index_is_an_invalid_url_not_an_outage(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    target = await _target(client, as_a)
+    # varied characters: a repeated one would compress below the index's limit
+    noise = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(125))
+    long_url = "https://www.example.com/" + noise[:8000]
+    response = await client.post(
+        f"/site-targets/{target['id']}/pages",
+        json={"urls": [long_url, "/fine"]},
+        headers=as_a,
+    )
+    assert response.status_code == 200, response.text
+    loaded = response.json()
+    assert (loaded["added"], loaded["invalid"]) == (1, 1)
+    assert "longer than 2048 characters" in loaded["invalid_samples"][0]["reason"]
+
+
+async def test_a_nul_in_the_file_name_is_refused_before_the_file_is_stored(
+    client: httpx.AsyncClient, as_a: dict[str, str], data_dir: Path
+) -> None:
+    target = await _target(client, as_a)
+    # Built by hand: httpx would percent-encode the NUL, a hostile client sends it raw.
+    body = (
+        b"--b0undary\r\n"
+        b'Content-Disposition: form-data; name="site_target_id"\r\n\r\n'
+        + target["id"].encode()
+        + b"\r\n--b0undary\r\n"
+        b'Content-Disposition: form-data; name="file"; filename="export\x00.csv"\r\n'
+        b"Content-Type: text/csv\r\n\r\n" + CSV.encode() + b"\r\n--b0undary--\r\n"
+    )
+    response = await client.post(
+        "/imports/csv",
+        content=body,
+        headers={**as_a, "content-type": "multipart/form-data; boundary=b0undary"},
+    )
+    assert response.status_code == 422, response.text
+    assert response.json()["errors"][0]["loc"] == ["body", "file", "filename"]
+    assert not [path for path in data_dir.rglob("*") if path.is_file()]

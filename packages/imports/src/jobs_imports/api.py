@@ -22,6 +22,7 @@ from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response
 from fastapi import UploadFile as UploadFileParam
+from fastapi.exceptions import RequestValidationError
 from jobs_core import Job
 from pydantic import BaseModel, Field
 
@@ -30,6 +31,7 @@ from jobs_imports.service import (
     ImportsService,
     ImportView,
     InvalidSiteTarget,
+    InvalidUpload,
     ReconcileEvent,
     SiteTarget,
     SiteTargetExists,
@@ -44,6 +46,8 @@ UPLOAD_PATH = "/imports/csv"
 NO_SUCH_SITE_TARGET = "no such site target"
 NO_SUCH_IMPORT = "no such import"
 MAX_PAGES_PER_CALL = 50_000
+NUL_FREE = r"^[^\x00]*$"
+"""Text PostgreSQL can store: no NUL character (documented in the OpenAPI schema too)."""
 
 
 # ---- schemas ------------------------------------------------------------------------------------
@@ -52,10 +56,11 @@ MAX_PAGES_PER_CALL = 50_000
 class SiteTargetIn(BaseModel):
     """A site to import search data for."""
 
-    name: str = Field(min_length=1, max_length=200, examples=["Example shop"])
+    name: str = Field(min_length=1, max_length=200, pattern=NUL_FREE, examples=["Example shop"])
     base_url: str = Field(
         min_length=1,
         max_length=2000,
+        pattern=NUL_FREE,
         description="The site's base URL (`example.com` means `https://example.com/`); "
         "relative URLs of exports and page lists resolve against it.",
         examples=["https://www.example.com"],
@@ -351,6 +356,11 @@ def _import_routes(
             view = service.create_import(org, target_id, file.file, file.filename)
         except SiteTargetNotFound:
             raise HTTPException(404, NO_SUCH_SITE_TARGET) from None
+        except InvalidUpload as error:
+            loc = ("body", "file", "filename")
+            raise RequestValidationError(
+                [{"loc": loc, "msg": str(error), "type": "value_error"}]
+            ) from None
         except FileTooLarge as error:
             raise HTTPException(413, str(error)) from None
         response.headers["Location"] = f"/imports/{view.record.id}"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from jobs_core import Clock, Job, JobNotFound, JobService, Registry, Status, SystemClock, uuid7
+from jobs_core.registry import text_problem
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 from jobs_postgres.schema import jobs as jobs_table
 from jobs_postgres.store import PostgresJobStore
@@ -34,6 +35,7 @@ __all__ = [
     "ImportsError",
     "ImportsService",
     "InvalidSiteTarget",
+    "InvalidUpload",
     "PagesAdded",
     "ReconcileEvent",
     "SiteTarget",
@@ -69,6 +71,14 @@ class SiteTargetExists(ImportsError):
 
 class InvalidSiteTarget(ImportsError):
     """The site target's name or base URL is not usable."""
+
+
+class InvalidUpload(ImportsError):
+    """The uploaded file's name or metadata is not usable (checked before the file is stored)."""
+
+
+MAX_FILE_NAME_LENGTH = 255
+"""The longest file name kept for display (a longer one is cut)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +204,9 @@ class ImportsService:
         name = name.strip()
         if not name:
             raise InvalidSiteTarget("the site target needs a name")
+        for field_name, value in (("name", name), ("base_url", base_url)):
+            if (problem := text_problem(value)) is not None:
+                raise InvalidSiteTarget(f"{field_name}: {problem[0]}")
         raw = base_url.strip()
         if raw and "://" not in raw:
             raw = "https://" + raw
@@ -328,14 +341,16 @@ class ImportsService:
     ) -> ImportView:
         """Store an uploaded file by content hash, record the import, enqueue ``import_csv``.
 
-        The import row and its job commit together. Raises :class:`SiteTargetNotFound` before
-        reading the stream, and :class:`~jobs_imports.storage.FileTooLarge` past
-        ``max_upload_bytes``.
+        The import row and its job commit together. Raises :class:`InvalidUpload` (a file name
+        that cannot be stored) and :class:`SiteTargetNotFound` before reading the stream, and
+        :class:`~jobs_imports.storage.FileTooLarge` past ``max_upload_bytes``.
         """
+        name = (original_name or "").strip()[:MAX_FILE_NAME_LENGTH] or None
+        if name is not None and (problem := text_problem(name)) is not None:
+            raise InvalidUpload(f"the file name is refused: {problem[0]}")
         self.get_site_target(org_id, site_target_id)
         stored = storage.store_stream(self.data_dir, stream, max_bytes=self.max_upload_bytes)
         import_id = uuid7()
-        name = (original_name or "").strip()[:255] or None
         with unavailable_as_store_error(), self.engine.begin() as conn:
             # the target may have been deleted while the file streamed in: re-check in the txn
             self.site_target_in(conn, org_id, site_target_id)

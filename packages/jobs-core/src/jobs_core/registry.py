@@ -118,7 +118,7 @@ documents are refused at enqueue, before any schema or store recurses through th
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _text_problem(text: str) -> tuple[str, str] | None:
+def text_problem(text: str) -> tuple[str, str] | None:
     """Why ``text`` cannot be stored as text (message, error type), or None."""
     if "\x00" in text:
         return "text must not contain NUL (\\u0000) characters", "nul"
@@ -142,7 +142,7 @@ def unstorable(value: Any, loc: tuple[str | int, ...] = (), depth: int = 1) -> l
     if type(value) is dict and _flat_storable(value):
         return []
     if isinstance(value, str):
-        problem = _text_problem(value)
+        problem = text_problem(value)
         return [] if problem is None else [_unstorable(loc, *problem)]
     if isinstance(value, float) and not math.isfinite(value):
         return [_unstorable(loc, "numbers must be finite (no NaN or infinity)", "finite_number")]
@@ -150,7 +150,7 @@ def unstorable(value: Any, loc: tuple[str | int, ...] = (), depth: int = 1) -> l
     if isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str):
-                problem = _text_problem(key)
+                problem = text_problem(key)
                 if problem is not None:
                     message, kind = problem
                     errors.append(_unstorable(loc, message.replace("text", "keys", 1), kind))
@@ -170,11 +170,11 @@ def _flat_storable(document: dict[Any, Any]) -> bool:
     payload; an enqueue of many jobs checks one per job). False sends it to the full walk of
     :func:`unstorable`, which finds the errors."""
     for key, item in document.items():
-        if type(key) is not str or _text_problem(key) is not None:
+        if type(key) is not str or text_problem(key) is not None:
             return False
         kind = type(item)
         if kind is str:
-            if _text_problem(item) is not None:
+            if text_problem(item) is not None:
                 return False
         elif kind is float:
             if not math.isfinite(item):
@@ -258,7 +258,7 @@ class Registry:
             raise ValueError("org_id must not be empty")
         if dedup_key is not None and not dedup_key:
             raise ValueError("dedup_key must not be empty (use None for no key)")
-        if dedup_key is not None and (problem := _text_problem(dedup_key)) is not None:
+        if dedup_key is not None and (problem := text_problem(dedup_key)) is not None:
             raise ValueError("dedup_key: " + problem[0])
         job_type = self.get(type_name)
         return NewJob(
