@@ -129,7 +129,11 @@ def test_a_real_server_answers_and_stops_cleanly_on_sigterm(
 
 
 def test_demo_types_are_served_with_jobs_demo_types(start_api: StartApi) -> None:
-    api = start_api({"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1"}, registries=())
+    # Issue 11: the demo types are enqueueable over HTTP only with the development flag.
+    api = start_api(
+        {"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1", "JOBS_DEMO_OVER_HTTP": "1"},
+        registries=(),
+    )
     with httpx.Client(base_url=api.base_url, timeout=10) as http:
         schema = http.get("/openapi.json").json()
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
@@ -171,3 +175,13 @@ def test_enqueue_and_poll_over_real_http_on_postgres(
         )
     api.stop()
     assert api.shut_down_cleanly
+
+
+def test_demo_types_are_not_enqueueable_over_http_without_the_development_flag(
+    start_api: StartApi,
+) -> None:
+    api = start_api({"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1"}, registries=())
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+        schema = http.get("/openapi.json").json()
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert "discriminator" not in body["schema"]  # no public type at all

@@ -461,3 +461,62 @@ async def test_a_nul_in_the_file_name_is_refused_before_the_file_is_stored(
     assert response.status_code == 422, response.text
     assert response.json()["errors"][0]["loc"] == ["body", "file", "filename"]
     assert not [path for path in data_dir.rglob("*") if path.is_file()]
+
+
+# ---- SSRF and the OpenAPI document (issue 11, finding 7) ------------------------------------
+
+
+async def test_a_site_target_on_a_non_public_host_is_a_422(
+    client: httpx.AsyncClient, as_a: dict[str, str]
+) -> None:
+    for base_url in ("http://127.0.0.1:8000", "http://0x7f.1/", "http://[::ffff:10.0.0.1]/"):
+        response = await client.post(
+            "/site-targets", json={"name": "Internal", "base_url": base_url}, headers=as_a
+        )
+        assert response.status_code == 422, response.text
+        assert "JOBS_ALLOW_PRIVATE_URLS" in response.json()["detail"]
+    target = await _target(client, as_a)
+    pages = await client.post(
+        f"/site-targets/{target['id']}/pages",
+        json={"urls": ["http://169.254.169.254/latest/meta-data/", "/ok"]},
+        headers=as_a,
+    )
+    assert (pages.json()["added"], pages.json()["invalid"]) == (1, 1)
+    assert "link-local" in pages.json()["invalid_samples"][0]["reason"]
+
+
+async def test_private_urls_are_allowed_with_the_development_opt_out(
+    imports_engine: Engine, data_dir: Path
+) -> None:
+    settings = ApiSettings(store="postgres", data_dir=data_dir, allow_private_urls=True)
+    container = build_container(settings, [Registry("none")], modules=["jobs_imports"])
+    container.engine.override(providers.Object(imports_engine))
+    transport = httpx.ASGITransport(app=create_app(container))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+        response = await http.post(
+            "/site-targets",
+            json={"name": "Local", "base_url": "http://localhost:3000"},
+            headers=_headers(container, ORG),
+        )
+    assert response.status_code == 201, response.text
+
+
+async def test_the_imports_routes_document_their_errors_as_problems(
+    client: httpx.AsyncClient,
+) -> None:
+    schema = (await client.get("/openapi.json")).json()
+    expected = {
+        ("/site-targets", "post"): {"401", "409", "422"},
+        ("/site-targets/{site_target_id}", "get"): {"401", "404"},
+        ("/imports/csv", "post"): {"401", "404", "413", "422"},
+        ("/imports/{import_id}", "get"): {"401", "404"},
+        ("/imports", "get"): {"401", "404", "422"},
+    }
+    for (path, method), statuses in expected.items():
+        responses = schema["paths"][path][method]["responses"]
+        assert statuses <= set(responses), (path, method, set(responses))
+        for status, response in responses.items():
+            if status[0] in "45":
+                assert list(response["content"]) == ["application/problem+json"], (path, status)
+                ref = response["content"]["application/problem+json"]["schema"]["$ref"]
+                assert ref == "#/components/schemas/Problem"

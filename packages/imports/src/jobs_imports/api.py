@@ -234,6 +234,21 @@ class PagesOut(BaseModel):
 
 # ---- routes -------------------------------------------------------------------------------------
 
+_ERRORS = {
+    401: "Missing, malformed, unknown or revoked bearer token (always the same body).",
+    404: "No such site target or import: absent or another org's (always the same body).",
+    409: "The org already has a site target with this base URL.",
+    413: "The file is larger than the upload limit.",
+    422: "The request is invalid (`errors` lists the rejected fields, `detail` says why).",
+    503: "The database cannot be reached; retry later.",
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses: the app documents every error response
+    as a problem document (``application/problem+json``)."""
+    return {status: {"description": _ERRORS[status]} for status in statuses}
+
 
 def _parse_id(raw: str, detail: str) -> uuid.UUID:
     try:
@@ -273,6 +288,7 @@ def _site_target_routes(
         status_code=201,
         response_model=SiteTargetOut,
         summary="Create a site target",
+        responses=_errors(401, 409, 422, 503),
     )
     def create_site_target(body: SiteTargetIn, org: OrgDep, service: ServiceDep) -> SiteTargetOut:
         """A site whose search data will be imported; 409 if the org has one at that URL."""
@@ -283,7 +299,12 @@ def _site_target_routes(
         except SiteTargetExists as error:
             raise HTTPException(409, str(error)) from None
 
-    @router.get("/site-targets", response_model=list[SiteTargetOut], summary="List site targets")
+    @router.get(
+        "/site-targets",
+        response_model=list[SiteTargetOut],
+        summary="List site targets",
+        responses=_errors(401, 503),
+    )
     def list_site_targets(org: OrgDep, service: ServiceDep) -> list[SiteTargetOut]:
         """The org's site targets, oldest first."""
         return [SiteTargetOut.of(target) for target in service.list_site_targets(org)]
@@ -292,6 +313,7 @@ def _site_target_routes(
         "/site-targets/{site_target_id}",
         response_model=SiteTargetOut,
         summary="Get a site target",
+        responses=_errors(401, 404, 503),
     )
     def get_site_target(site_target_id: str, org: OrgDep, service: ServiceDep) -> SiteTargetOut:
         """The site target; 404 if absent or another org's."""
@@ -305,6 +327,7 @@ def _site_target_routes(
         "/site-targets/{site_target_id}/pages",
         response_model=PagesOut,
         summary="Add pages to a site target",
+        responses=_errors(401, 404, 422, 503),
     )
     def add_pages(site_target_id: str, body: PagesIn, org: OrgDep, service: ServiceDep) -> PagesOut:
         """Add pages (normalized, duplicates ignored) and request the target's reconcile, which
@@ -337,7 +360,7 @@ def _import_routes(
         status_code=202,
         response_model=ImportOut,
         summary="Upload a search-analytics CSV",
-        responses={413: {"description": "The file is larger than the upload limit."}},
+        responses=_errors(401, 404, 413, 422, 503),
     )
     def upload_csv(
         file: Annotated[UploadFileParam, File(description="The CSV export.")],
@@ -366,7 +389,12 @@ def _import_routes(
         response.headers["Location"] = f"/imports/{view.record.id}"
         return ImportOut.of(view)
 
-    @router.get("/imports", response_model=ImportsOut, summary="List a site target's imports")
+    @router.get(
+        "/imports",
+        response_model=ImportsOut,
+        summary="List a site target's imports",
+        responses=_errors(401, 404, 422, 503),
+    )
     def list_imports(
         site_target_id: Annotated[str, Query(description="The site target.")],
         org: OrgDep,
@@ -386,7 +414,12 @@ def _import_routes(
             reconcile_events=[ReconcileEventOut.of(event) for event in events],
         )
 
-    @router.get("/imports/{import_id}", response_model=ImportOut, summary="Get an import")
+    @router.get(
+        "/imports/{import_id}",
+        response_model=ImportOut,
+        summary="Get an import",
+        responses=_errors(401, 404, 503),
+    )
     def get_import(import_id: str, org: OrgDep, service: ServiceDep) -> ImportOut:
         """The import with its status, counts and job; 404 if absent or another org's."""
         parsed = _parse_id(import_id, NO_SUCH_IMPORT)

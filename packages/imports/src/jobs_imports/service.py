@@ -24,6 +24,7 @@ from jobs_postgres.store import PostgresJobStore
 from sqlalchemy import Connection, Engine, RowMapping, exc, func, insert, select, text, update
 
 from jobs_imports import storage
+from jobs_imports.hosts import non_public_reason
 from jobs_imports.reconcile import RECONCILE, request_reconcile
 from jobs_imports.tables import imports, pages, site_targets
 from jobs_imports.urls import InvalidUrl, normalize_url
@@ -186,6 +187,7 @@ class ImportsService:
         *,
         clock: Clock | None = None,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        allow_private_urls: bool = False,
     ) -> None:
         self.engine = engine
         self.data_dir = Path(data_dir)
@@ -193,6 +195,16 @@ class ImportsService:
         self.store = PostgresJobStore(engine)
         self.jobs = JobService(self.store, registry, self.clock)
         self.max_upload_bytes = max_upload_bytes
+        self.allow_private_urls = allow_private_urls
+
+    def _host_refused(self, url: str) -> str | None:
+        """Why a site target or page URL may not be used (a non-public host), or None."""
+        if self.allow_private_urls:
+            return None
+        reason = non_public_reason(url)
+        if reason is None:
+            return None
+        return f"{reason} (set JOBS_ALLOW_PRIVATE_URLS=1 to allow it in development)"
 
     def jobs_in(self, conn: Connection) -> JobService:
         """The job use cases inside ``conn``'s transaction (enqueues commit with it)."""
@@ -214,6 +226,8 @@ class ImportsService:
             normalized = normalize_url(raw)
         except InvalidUrl as error:
             raise InvalidSiteTarget(f"base_url: {error}") from None
+        if (refused := self._host_refused(normalized)) is not None:
+            raise InvalidSiteTarget(f"base_url: {refused}")
         target = SiteTarget(
             id=uuid7(), org_id=org_id, name=name, base_url=normalized, created_at=self.clock.now()
         )
@@ -287,6 +301,13 @@ class ImportsService:
                 received += 1
                 try:
                     normalized = normalize_url(raw, target.base_url)
+                    refused = (
+                        None
+                        if normalized.startswith(target.base_url)
+                        else (self._host_refused(normalized))
+                    )
+                    if refused is not None:
+                        raise InvalidUrl(refused)
                 except InvalidUrl as error:
                     invalid += 1
                     if len(samples) < _INVALID_SAMPLES:

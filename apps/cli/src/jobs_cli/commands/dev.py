@@ -190,6 +190,8 @@ def _child_env(settings: CliSettings, url: str) -> dict[str, str]:
     handlers = dev_handlers_dir(settings)
     if handlers is not None:
         env["JOBS_HANDLERS_DIR"] = str(handlers)
+    # development only: the demo types (crash included) are enqueueable over HTTP
+    env["JOBS_DEMO_OVER_HTTP"] = "1"
     return env
 
 
