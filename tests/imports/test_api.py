@@ -22,6 +22,7 @@ from jobs_api.auth import issue_token
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock, Registry
+from sqlalchemy import text
 
 from tests.imports.helpers import HEADER, ORG, ORG_B, drain
 
@@ -520,3 +521,27 @@ async def test_the_imports_routes_document_their_errors_as_problems(
                 assert list(response["content"]) == ["application/problem+json"], (path, status)
                 ref = response["content"]["application/problem+json"]["schema"]["$ref"]
                 assert ref == "#/components/schemas/Problem"
+
+
+async def test_a_value_the_database_refuses_is_a_422_not_a_503(
+    client: httpx.AsyncClient, as_a: dict[str, str], imports_engine: Engine
+) -> None:
+    # A real refusal by PostgreSQL (SQLSTATE 22001: too long for the column), whatever the
+    # API's own checks let through: permanent, so never "unavailable, retry later".
+    with imports_engine.begin() as conn:
+        conn.execute(text("ALTER TABLE site_targets ALTER COLUMN name TYPE varchar(10)"))
+    try:
+        response = await client.post(
+            "/site-targets",
+            json={"name": "a name longer than ten", "base_url": "www.example.com"},
+            headers=as_a,
+        )
+        again = await client.get("/site-targets", headers=as_a)  # the server is fine
+    finally:
+        with imports_engine.begin() as conn:
+            conn.execute(text("ALTER TABLE site_targets ALTER COLUMN name TYPE text"))
+    assert response.status_code == 422, response.text
+    assert response.json()["type"] == "urn:jobs:problem:store-refused"
+    assert "22001" in response.json()["detail"]
+    assert "retry-after" not in response.headers
+    assert again.status_code == 200

@@ -20,6 +20,7 @@ from jobs_core import (
     InvalidTransition,
     JobNotFound,
     PayloadInvalid,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
 )
@@ -195,6 +196,21 @@ def _store_unavailable(request: Request, exc: Exception) -> ProblemResponse:
     )
 
 
+def _store_refused(request: Request, exc: Exception) -> ProblemResponse:
+    # A value the database refuses (SQLSTATE class 22: malformed or out of range; class 54: a
+    # program limit, i.e. too large): permanent, so never a 503 inviting a retry.
+    assert isinstance(exc, StoreRefused)
+    log.info("store refused a value of %s %s: %s", request.method, request.url.path, exc)
+    too_large = (exc.sqlstate or "").startswith("54")
+    what = "is too large to store" if too_large else "is malformed or out of range"
+    return problem(
+        413 if too_large else 422,
+        f"a value of the request {what} (SQLSTATE {exc.sqlstate or 'unknown'}); "
+        "correct or shorten it: retrying will fail the same way",
+        kind="store-refused",
+    )
+
+
 def _unexpected(request: Request, exc: Exception) -> ProblemResponse:
     # Logged with its traceback, answered without it: internals never reach a client.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -216,4 +232,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PayloadInvalid, _payload_invalid)
     app.add_exception_handler(UnknownJobType, _unknown_job_type)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
+    app.add_exception_handler(StoreRefused, _store_refused)
     app.add_exception_handler(Exception, _unexpected)
