@@ -3,7 +3,8 @@
 The process tree::
 
     jobs dev (this process: supervisor; holds the embedded PostgreSQL handle)
-    ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL)
+    ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL;
+    │                               JOBS_DEMO_OVER_HTTP=1: the demo types over HTTP, dev only)
     ├── python -m jobs_cli worker  (JOBS_DEMO_TYPES=1; restarted if it dies, e.g. the crash demo)
     └── postgres                   (embedded only: started by pgserver; stopped when we exit
                                     unless another jobs process still holds it)
