@@ -235,10 +235,11 @@ class PagesOut(BaseModel):
 # ---- routes -------------------------------------------------------------------------------------
 
 _ERRORS = {
+    400: "The request body could not be decoded (not UTF-8 JSON text, or a broken form).",
     401: "Missing, malformed, unknown or revoked bearer token (always the same body).",
     404: "No such site target or import: absent or another org's (always the same body).",
     409: "The org already has a site target with this base URL.",
-    413: "The file is larger than the upload limit.",
+    413: "The request body (or the file) is larger than the limit.",
     422: "The request is invalid (`errors` lists the rejected fields, `detail` says why).",
     503: "The database cannot be reached; retry later.",
 }
@@ -288,7 +289,7 @@ def _site_target_routes(
         status_code=201,
         response_model=SiteTargetOut,
         summary="Create a site target",
-        responses=_errors(401, 409, 422, 503),
+        responses=_errors(400, 401, 409, 413, 422, 503),
     )
     def create_site_target(body: SiteTargetIn, org: OrgDep, service: ServiceDep) -> SiteTargetOut:
         """A site whose search data will be imported; 409 if the org has one at that URL."""
@@ -327,7 +328,7 @@ def _site_target_routes(
         "/site-targets/{site_target_id}/pages",
         response_model=PagesOut,
         summary="Add pages to a site target",
-        responses=_errors(401, 404, 422, 503),
+        responses=_errors(400, 401, 404, 413, 422, 503),
     )
     def add_pages(site_target_id: str, body: PagesIn, org: OrgDep, service: ServiceDep) -> PagesOut:
         """Add pages (normalized, duplicates ignored) and request the target's reconcile, which
@@ -360,7 +361,7 @@ def _import_routes(
         status_code=202,
         response_model=ImportOut,
         summary="Upload a search-analytics CSV",
-        responses=_errors(401, 404, 413, 422, 503),
+        responses=_errors(400, 401, 404, 413, 422, 503),
     )
     def upload_csv(
         file: Annotated[UploadFileParam, File(description="The CSV export.")],
