@@ -150,7 +150,7 @@ async def test_demo_types_are_enqueueable_over_http_only_with_the_development_fl
         assert answers == dict.fromkeys(answers, (422, "urn:jobs:problem:unknown-job-type"))
     # the CLI and the workers still know them: only HTTP is closed
     assert "crash" in container.service().registry
-    assert settings.model_fields["demo_over_http"].default is False
+    assert ApiSettings.model_fields["demo_over_http"].default is False
 
 
 def test_the_development_flag_is_read_from_the_environment(

@@ -43,6 +43,21 @@ def container(imports_engine: Engine, data_dir: Path) -> Iterator[Container]:
     built.reset_override()
 
 
+_ANY_TEXT = {"type": "string"}
+
+
+def _accepts_invalid_input(operation: Any) -> bool:
+    """Whether some request to ``operation`` breaks its schema once sent over HTTP: a body can
+    always be wrong; a path or query parameter only if its schema says more than "any text"."""
+    if operation.body:
+        return True
+    for parameter in operation.iter_parameters():
+        schema = parameter.definition.get("schema", {})
+        if {k: v for k, v in schema.items() if k not in {"description", "title"}} != _ANY_TEXT:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_every_imports_operation_honours_the_schema(
     container: Container, mode: GenerationMode
@@ -50,6 +65,9 @@ def test_every_imports_operation_honours_the_schema(
     token, _ = issue_token(container.token_store(), ORG, "tests", container.clock().now())
     auth = {"Authorization": f"Bearer {token}"}
     schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(container))
+    # The test sends a valid token itself: a generated bearer header would be replaced by it,
+    # and a negative case whose only invalid part was that header would pass as accepted.
+    schema.config.generation.update(with_security_parameters=False)
     operations = [
         r.ok()
         for r in schema.get_all_operations()
@@ -58,12 +76,15 @@ def test_every_imports_operation_honours_the_schema(
     assert len(operations) == 7
     seen: dict[str, set[int]] = defaultdict(set)
     for operation in operations:
+        if mode is GenerationMode.NEGATIVE and not _accepts_invalid_input(operation):
+            continue  # GET /site-targets/{id}: any text is a valid id to ask for (404)
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
             max_examples=EXAMPLES_PER_OPERATION,
             deadline=None,
             database=None,
+            derandomize=True,
             suppress_health_check=list(HealthCheck),
         )
         def check(case: schemathesis.Case[Any]) -> None:
