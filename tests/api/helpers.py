@@ -111,3 +111,8 @@ def finish(service: JobService, job_id: str, outcome: Outcome) -> Job:
 
 registry = make_registry()
 """The registry a real API process serves in the HTTP tests (``--registry``)."""
+
+
+broken_registry = Registry("broken")
+"""A public type whose payload schema raises an unexpected error: a 500 on a real server."""
+broken_registry.register(JobType("broken", _ok, public=True, payload_schema=BrokenSchema()))

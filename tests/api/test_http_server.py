@@ -129,7 +129,11 @@ def test_a_real_server_answers_and_stops_cleanly_on_sigterm(
 
 
 def test_demo_types_are_served_with_jobs_demo_types(start_api: StartApi) -> None:
-    api = start_api({"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1"}, registries=())
+    # Issue 11: the demo types are enqueueable over HTTP only with the development flag.
+    api = start_api(
+        {"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1", "JOBS_DEMO_OVER_HTTP": "1"},
+        registries=(),
+    )
     with httpx.Client(base_url=api.base_url, timeout=10) as http:
         schema = http.get("/openapi.json").json()
     body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
@@ -171,3 +175,43 @@ def test_enqueue_and_poll_over_real_http_on_postgres(
         )
     api.stop()
     assert api.shut_down_cleanly
+
+
+def test_demo_types_are_not_enqueueable_over_http_without_the_development_flag(
+    start_api: StartApi,
+) -> None:
+    api = start_api({"JOBS_STORE": "memory", "JOBS_DEMO_TYPES": "1"}, registries=())
+    with httpx.Client(base_url=api.base_url, timeout=10) as http:
+        schema = http.get("/openapi.json").json()
+    body = schema["paths"]["/jobs"]["post"]["requestBody"]["content"]["application/json"]
+    assert "discriminator" not in body["schema"]  # no public type at all
+
+
+@pytest.mark.postgres
+def test_the_connection_stays_usable_after_an_unexpected_error(
+    start_api: StartApi, pg_url: str, pg_engine: Any
+) -> None:
+    import http.client
+
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    token, _ = issue_token(PostgresTokenStore(pg_engine), "org-500", None, SystemClock().now())
+    api = start_api(
+        {"JOBS_DATABASE_URL": pg_url, "JOBS_STORE": "postgres"},
+        registries=("tests.api.helpers:registry", "tests.api.helpers:broken_registry"),
+    )
+    host, port = api.base_url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    connection.request("POST", "/jobs", body=b'{"type": "broken"}', headers=auth)
+    failed = connection.getresponse()
+    body = failed.read()
+    first_socket = connection.sock
+    assert failed.status == 500
+    assert b"hunter2" not in body  # internals stay in the log
+    connection.request("POST", "/jobs", body=b'{"type": "noop"}', headers=auth)
+    after = connection.getresponse()
+    after.read()
+    assert after.status == 202
+    assert connection.sock is first_socket, "the server dropped the connection after the 500"
+    connection.close()

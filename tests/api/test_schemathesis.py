@@ -70,6 +70,12 @@ def test_every_operation_honours_the_schema(
             suppress_health_check=list(HealthCheck),
         )
         def check(case: schemathesis.Case[Any]) -> None:
+            if mode is GenerationMode.NEGATIVE and any(
+                isinstance(value, list | dict) for value in (case.query or {}).values()
+            ):
+                # An array or object in the query is serialized away (GET /jobs?type=[] is sent
+                # as GET /jobs): the request that reaches the API may be a valid one.
+                return
             excluded: list[CheckFunction] = []
             if case.query and "cursor" in case.query:
                 # A cursor is valid only if the API made it (base64 of created_at|id): a random

@@ -116,3 +116,47 @@ async def test_the_pool_holds_a_connection_for_every_thread(
     app = create_app(container)
     async with app.router.lifespan_context(app):
         assert to_thread.current_default_thread_limiter().total_tokens == 7
+
+
+# ---- the demo types over HTTP (issue 11, finding 7) -------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("over_http", [False, True])
+async def test_demo_types_are_enqueueable_over_http_only_with_the_development_flag(
+    monkeypatch: pytest.MonkeyPatch, over_http: bool
+) -> None:
+    import httpx
+    from jobs_api.app import create_app
+    from jobs_api.auth import issue_token
+    from jobs_worker.demo import registry as demo
+
+    monkeypatch.delenv("JOBS_DEMO_OVER_HTTP", raising=False)
+    settings = ApiSettings(store="memory", demo_types=True, demo_over_http=over_http)
+    container = build_container(settings, [], development=[demo])
+    token, _ = issue_token(container.token_store(), "org", None, container.clock().now())
+    transport = httpx.ASGITransport(app=create_app(container))
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+        auth = {"Authorization": f"Bearer {token}"}
+        answers = {}
+        for name, payload in (("crash", {}), ("noop", {}), ("sleep", {"seconds": 0}), ("fail", {})):
+            response = await http.post(
+                "/jobs", json={"type": name, "payload": payload}, headers=auth
+            )
+            answers[name] = response.status_code, response.json().get("type")
+    if over_http:
+        assert {name: code for name, (code, _) in answers.items()} == dict.fromkeys(answers, 202)
+    else:
+        assert answers == dict.fromkeys(answers, (422, "urn:jobs:problem:unknown-job-type"))
+    # the CLI and the workers still know them: only HTTP is closed
+    assert "crash" in container.service().registry
+    assert ApiSettings.model_fields["demo_over_http"].default is False
+
+
+def test_the_development_flag_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("JOBS_DEMO_OVER_HTTP", "1")
+    monkeypatch.setenv("JOBS_ALLOW_PRIVATE_URLS", "1")
+    settings = ApiSettings()
+    assert (settings.demo_over_http, settings.allow_private_urls) == (True, True)

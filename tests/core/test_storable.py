@@ -5,11 +5,12 @@ reject."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from jobs_core import JobType, PayloadInvalid, Registry
-from jobs_core.registry import unstorable
+from jobs_core.registry import MAX_PAYLOAD_DEPTH, unstorable
 
 
 def test_storable_documents_pass() -> None:
@@ -78,3 +79,69 @@ def test_enqueue_of_many_checks_each_payload_as_one_by_one() -> None:
     with pytest.raises(ValueError, match="org_id"):
         registry.new_jobs("", "t", [{}])
     assert registry.new_jobs("org", "t", []) == []
+
+
+# ---- hostile input (issue 11, finding 5) ------------------------------------------------------
+
+
+def _nested(levels: int) -> dict[str, Any]:
+    document: dict[str, Any] = {}
+    for _ in range(levels - 1):
+        document = {"a": document}
+    return document
+
+
+def test_a_payload_nested_up_to_the_limit_passes_and_one_level_more_is_refused() -> None:
+    assert unstorable(_nested(MAX_PAYLOAD_DEPTH)) == []
+    [error] = unstorable(_nested(MAX_PAYLOAD_DEPTH + 1))
+    assert error["type"] == "too_deep"
+    assert error["loc"] == ["a"] * MAX_PAYLOAD_DEPTH
+    arrays: list[Any] = []
+    for _ in range(500):
+        arrays = [arrays]
+    [error] = unstorable({"deep": arrays})
+    assert error["type"] == "too_deep"
+    assert len(error["loc"]) == MAX_PAYLOAD_DEPTH
+
+
+@pytest.mark.parametrize(
+    ("document", "loc"),
+    [
+        ({"s": "\ud800"}, ["s"]),
+        ({"s": "caf\u00e9 \udfff"}, ["s"]),
+        ({"\udc80": 1}, []),
+        ({"list": ["ok", "x\ud83d"]}, ["list", 1]),
+    ],
+)
+def test_lone_surrogates_are_refused_where_they_are(
+    document: dict[str, Any], loc: list[Any]
+) -> None:
+    [error] = unstorable(document)
+    assert (error["loc"], error["type"]) == (loc, "surrogate")
+
+
+def test_a_valid_astral_character_is_not_a_surrogate() -> None:
+    assert unstorable({"emoji": "\U0001f600", "cjk": "\u6f22\u5b57"}) == []
+
+
+class _JsonRoundTrip:
+    """A schema that normalizes like pydantic's ``model_dump(mode="json")``: NaN becomes null."""
+
+    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            k: None if isinstance(v, float) and math.isnan(v) else v for k, v in payload.items()
+        }
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "object"}
+
+
+def test_non_finite_numbers_are_refused_before_a_schema_can_turn_them_into_null() -> None:
+    registry = Registry()
+    registry.register(JobType("t", lambda ctx: None, payload_schema=_JsonRoundTrip()))
+    for number in (math.nan, math.inf, -math.inf, float("1e999")):
+        with pytest.raises(PayloadInvalid) as caught:
+            registry.new_job("org", "t", {"n": number})
+        assert caught.value.errors[0]["type"] == "finite_number"
+    with pytest.raises(ValueError, match="surrogate"):
+        registry.new_job("org", "t", {}, dedup_key="k\ud800")

@@ -2,7 +2,8 @@
 
 The ``jobs api`` command is the usual way to start the API (it adds the modules it ships);
 this entry point serves the registries named on the command line, plus the demo types
-(``jobs_worker.demo:registry``) when ``JOBS_DEMO_TYPES=1``. They are imported by name, so the API
+(``jobs_worker.demo:registry``) when ``JOBS_DEMO_TYPES=1`` (enqueueable over HTTP only with the
+development flag ``JOBS_DEMO_OVER_HTTP=1``). They are imported by name, so the API
 package never depends on the packages that define job types.
 """
 
@@ -46,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a job type registry to serve (repeatable)",
     )
     args = parser.parse_args(argv)
-    specs = [*args.registry, *([DEMO_REGISTRY] if settings.demo_types else [])]
     try:
-        registries = [load_registry(spec) for spec in specs]
+        registries = [load_registry(spec) for spec in args.registry]
+        demo = [load_registry(DEMO_REGISTRY)] if settings.demo_types else []
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         parser.error(str(error))
-    serve(build_container(settings, registries), host=args.host, port=args.port)
+    serve(build_container(settings, registries, development=demo), host=args.host, port=args.port)
     return 0
 
 

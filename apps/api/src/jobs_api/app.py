@@ -13,9 +13,10 @@ from fastapi import APIRouter, FastAPI, Request
 
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container, serves_imports
+from jobs_api.guard import AuthenticateFirst, KeepConnectionOnError
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
-from jobs_api.problems import install_problem_handlers
+from jobs_api.problems import install_problem_handlers, unexpected_error
 from jobs_api.routes import router
 from jobs_api.schedules import router as schedules_router
 
@@ -81,9 +82,12 @@ def create_app(container: Container | None = None) -> FastAPI:
         imports_router, upload_path = imports
         upload_limit = int(container.config.max_upload_bytes())
         path_limits[upload_path] = upload_limit + UPLOAD_ENVELOPE_BYTES
+    # Innermost first: the last added runs first (the token is checked before the body limit).
+    app.add_middleware(KeepConnectionOnError, on_error=unexpected_error)
     app.add_middleware(
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
+    app.add_middleware(AuthenticateFirst, token_cache=container.token_cache)
     app.include_router(router)
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)

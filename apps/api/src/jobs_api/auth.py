@@ -323,6 +323,12 @@ def _token_cache(request: Request) -> TokenCache:
     return container.token_cache()
 
 
+def _authenticated(request: Request) -> str | None:
+    """The org :class:`jobs_api.guard.AuthenticateFirst` resolved before the body was read."""
+    org_id = getattr(request.state, "jobs_org", None)
+    return org_id if isinstance(org_id, str) else None
+
+
 async def current_org(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -331,8 +337,12 @@ async def current_org(
     token, always with the same body.
 
     A remembered token is answered on the event loop; only a lookup in the store goes to the
-    thread pool (a sync dependency would cost a thread hand-off on every request).
+    thread pool (a sync dependency would cost a thread hand-off on every request). Behind
+    :class:`jobs_api.guard.AuthenticateFirst` the org is already resolved: taken from the state.
     """
+    authenticated = _authenticated(request)
+    if authenticated is not None:
+        return authenticated
     token_hash = _token_hash(credentials)
     cache = _token_cache(request)
     org_id = cache.cached(token_hash)
@@ -349,6 +359,9 @@ def current_org_blocking(
 ) -> str:
     """:func:`current_org` as a plain function (FastAPI runs it in the thread pool), for the
     routers of modules that take a synchronous dependency (``jobs_imports.api``)."""
+    authenticated = _authenticated(request)
+    if authenticated is not None:
+        return authenticated
     org_id = _token_cache(request).org_for(_token_hash(credentials))
     if org_id is None:
         raise _unauthenticated()

@@ -9,6 +9,7 @@ shutdown. Tests override providers (``container.store.override(...)``), never mo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,11 +66,21 @@ def _postgres_token_store(engine: Engine) -> TokenStore:
 
 
 def _imports_module(
-    engine: Engine, data_dir: Path | str, max_upload_bytes: int, clock: Clock
+    engine: Engine,
+    data_dir: Path | str,
+    max_upload_bytes: int,
+    clock: Clock,
+    allow_private_urls: bool = False,
 ) -> ImportsModule:
     from jobs_imports.registry import build_module
 
-    return build_module(engine, Path(data_dir), clock=clock, max_upload_bytes=max_upload_bytes)
+    return build_module(
+        engine,
+        Path(data_dir),
+        clock=clock,
+        max_upload_bytes=max_upload_bytes,
+        allow_private_urls=bool(allow_private_urls),
+    )
 
 
 IMPORTS_MODULE = "jobs_imports"
@@ -129,7 +140,12 @@ class Container(containers.DeclarativeContainer):
     """What ``current_org`` asks: the token store behind a short-lived cache of live tokens."""
 
     imports = providers.ThreadSafeSingleton(
-        _imports_module, engine, config.data_dir, config.max_upload_bytes, clock
+        _imports_module,
+        engine,
+        config.data_dir,
+        config.max_upload_bytes,
+        clock,
+        config.allow_private_urls,
     )
     """The Imports module (PostgreSQL only): its routes' use cases and its job types."""
 
@@ -142,13 +158,24 @@ class Container(containers.DeclarativeContainer):
     )
 
 
-def compose_registry(registries: Iterable[Registry]) -> Registry:
+def compose_registry(
+    registries: Iterable[Registry],
+    development: Iterable[Registry] = (),
+    development_over_http: bool = False,
+) -> Registry:
     """One registry holding the types of every module registry given (a name twice is an
-    error). The CLI passes the modules it enables (and the demo types with
-    ``JOBS_DEMO_TYPES=1``)."""
+    error). The CLI passes the modules it enables; ``development`` registries (the demo types
+    with ``JOBS_DEMO_TYPES=1``) are served to the service, but their types are enqueueable
+    over HTTP only with ``development_over_http`` (``JOBS_DEMO_OVER_HTTP``): otherwise they
+    are internal, answered as unknown by ``POST /jobs`` and absent from the OpenAPI document."""
     composed = Registry("api")
     for registry in registries:
         composed.include(registry)
+    for registry in development:
+        for job_type in registry:
+            composed.register(
+                job_type if development_over_http else dataclasses.replace(job_type, public=False)
+            )
     return composed
 
 
@@ -156,11 +183,16 @@ def build_container(
     settings: ApiSettings | None = None,
     registries: Iterable[Registry] = (),
     modules: Iterable[str] = (),
+    development: Iterable[Registry] = (),
 ) -> Container:
     """A container configured from ``settings`` (else the environment) serving the job types
     of ``registries`` and the routes of ``modules`` (``jobs_imports``: the Imports routes, on
-    the postgres store)."""
-    container = Container(registry=compose_registry(registries))
-    container.config.from_pydantic(settings or ApiSettings())
+    the postgres store); the types of ``development`` registries (the demo types) are public
+    over HTTP only with ``settings.demo_over_http``."""
+    settings = settings or ApiSettings()
+    container = Container(
+        registry=compose_registry(registries, development, settings.demo_over_http)
+    )
+    container.config.from_pydantic(settings)
     container.config.modules.from_value(list(modules))
     return container

@@ -42,13 +42,22 @@ def openapi_builder(app: FastAPI, registry: Registry) -> Callable[[], dict[str, 
 
 
 def _problems_as_problem_json(schema: dict[str, Any]) -> None:
+    """Every error response (4xx, 5xx) is a problem document, whoever declared it: the app's
+    routes with ``problem_responses``, a module's router with a bare status and description,
+    or FastAPI's own 422."""
+    problem_ref = {"$ref": _COMPONENTS + "Problem"}
     for path_item in schema["paths"].values():
         for operation in path_item.values():
-            for response in operation.get("responses", {}).values():
-                content = response.get("content", {})
-                if PROBLEM_MEDIA_TYPE in content:
-                    problem_schema = content.pop("application/json", {}).get("schema")
-                    content[PROBLEM_MEDIA_TYPE] = {"schema": problem_schema}
+            for status, response in operation.get("responses", {}).items():
+                if str(status)[:1] not in ("4", "5"):
+                    continue
+                content = response.setdefault("content", {})
+                declared = content.pop("application/json", {}).get("schema")
+                if PROBLEM_MEDIA_TYPE in content and declared is not None:
+                    content[PROBLEM_MEDIA_TYPE] = {"schema": declared}
+                else:
+                    content.clear()
+                    content[PROBLEM_MEDIA_TYPE] = {"schema": problem_ref}
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     problem = Problem.model_json_schema(ref_template=_COMPONENTS + "{model}")
     for name, definition in problem.pop("$defs", {}).items():

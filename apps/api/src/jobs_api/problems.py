@@ -21,12 +21,14 @@ from jobs_core import (
     InvalidTransition,
     JobNotFound,
     PayloadInvalid,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
 )
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
+from starlette.types import Scope
 
 log = logging.getLogger("jobs.api")
 
@@ -126,7 +128,9 @@ def _http_error(request: Request, exc: Exception) -> ProblemResponse:
     if exc.status_code == 405:
         detail = f"{request.method} is not allowed on {request.url.path}"
         headers["Allow"] = ", ".join(_allowed_methods(request))
-    return problem(exc.status_code, detail, headers=headers)
+    return problem(
+        exc.status_code, detail, kind=getattr(exc, "problem_kind", None), headers=headers
+    )
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -194,10 +198,30 @@ def _store_unavailable(request: Request, exc: Exception) -> ProblemResponse:
     )
 
 
+def _store_refused(request: Request, exc: Exception) -> ProblemResponse:
+    # A value the database refuses (SQLSTATE class 22: malformed or out of range; class 54: a
+    # program limit, i.e. too large): permanent, so never a 503 inviting a retry.
+    assert isinstance(exc, StoreRefused)
+    log.info("store refused a value of %s %s: %s", request.method, request.url.path, exc)
+    too_large = (exc.sqlstate or "").startswith("54")
+    what = "is too large to store" if too_large else "is malformed or out of range"
+    return problem(
+        413 if too_large else 422,
+        f"a value of the request {what} (SQLSTATE {exc.sqlstate or 'unknown'}); "
+        "correct or shorten it: retrying will fail the same way",
+        kind="store-refused",
+    )
+
+
 def _unexpected(request: Request, exc: Exception) -> ProblemResponse:
     # Logged with its traceback, answered without it: internals never reach a client.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "an unexpected error occurred", kind="internal-error")
+
+
+def unexpected_error(scope: Scope, exc: Exception) -> ProblemResponse:
+    """The 500 problem of an unexpected error, logged (``jobs_api.guard.KeepConnectionOnError``)."""
+    return _unexpected(Request(scope), exc)
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -210,4 +234,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(PayloadInvalid, _payload_invalid)
     app.add_exception_handler(UnknownJobType, _unknown_job_type)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
+    app.add_exception_handler(StoreRefused, _store_refused)
     app.add_exception_handler(Exception, _unexpected)

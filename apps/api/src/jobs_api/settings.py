@@ -19,6 +19,12 @@ class ApiSettings(BaseSettings):
     - ``JOBS_STORE``: ``postgres`` (the default, the deployable) or ``memory`` (a throwaway store,
       for trying the API or testing it without a database).
     - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
+    - ``JOBS_DEMO_OVER_HTTP``: a development flag (``jobs dev`` sets it): the demo types may be
+      enqueued over HTTP by any token. Off, they are served to the CLI and the workers only, and
+      ``POST /jobs`` answers them as unknown types (``crash`` kills a worker).
+    - ``JOBS_ALLOW_PRIVATE_URLS``: a development opt-out: site targets and pages may point at
+      loopback, private, link-local and other non-public addresses (refused by default: a
+      crawler fetching them would reach the internal network).
     - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
     - ``JOBS_MAX_UPLOAD_BYTES``: the largest file ``POST /imports/csv`` accepts (413 beyond);
       uploads are stored under ``JOBS_DATA_DIR``, which the workers must share.
@@ -35,6 +41,8 @@ class ApiSettings(BaseSettings):
     data_dir: Path = Path(".data")
     store: Literal["postgres", "memory"] = "postgres"
     demo_types: bool = False
+    demo_over_http: bool = False
+    allow_private_urls: bool = False
     max_body_bytes: int = Field(default=MIB, ge=1)
     max_upload_bytes: int = Field(default=512 * MIB, ge=1)
     api_host: str = "127.0.0.1"

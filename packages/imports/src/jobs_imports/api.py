@@ -22,6 +22,7 @@ from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response
 from fastapi import UploadFile as UploadFileParam
+from fastapi.exceptions import RequestValidationError
 from jobs_core import Job
 from pydantic import BaseModel, Field
 
@@ -30,6 +31,7 @@ from jobs_imports.service import (
     ImportsService,
     ImportView,
     InvalidSiteTarget,
+    InvalidUpload,
     ReconcileEvent,
     SiteTarget,
     SiteTargetExists,
@@ -44,6 +46,8 @@ UPLOAD_PATH = "/imports/csv"
 NO_SUCH_SITE_TARGET = "no such site target"
 NO_SUCH_IMPORT = "no such import"
 MAX_PAGES_PER_CALL = 50_000
+NUL_FREE = r"^[^\x00]*$"
+"""Text PostgreSQL can store: no NUL character (documented in the OpenAPI schema too)."""
 
 
 # ---- schemas ------------------------------------------------------------------------------------
@@ -52,10 +56,11 @@ MAX_PAGES_PER_CALL = 50_000
 class SiteTargetIn(BaseModel):
     """A site to import search data for."""
 
-    name: str = Field(min_length=1, max_length=200, examples=["Example shop"])
+    name: str = Field(min_length=1, max_length=200, pattern=NUL_FREE, examples=["Example shop"])
     base_url: str = Field(
         min_length=1,
         max_length=2000,
+        pattern=NUL_FREE,
         description="The site's base URL (`example.com` means `https://example.com/`); "
         "relative URLs of exports and page lists resolve against it.",
         examples=["https://www.example.com"],
@@ -229,6 +234,22 @@ class PagesOut(BaseModel):
 
 # ---- routes -------------------------------------------------------------------------------------
 
+_ERRORS = {
+    400: "The request body could not be decoded (not UTF-8 JSON text, or a broken form).",
+    401: "Missing, malformed, unknown or revoked bearer token (always the same body).",
+    404: "No such site target or import: absent or another org's (always the same body).",
+    409: "The org already has a site target with this base URL.",
+    413: "The request body (or the file) is larger than the limit.",
+    422: "The request is invalid (`errors` lists the rejected fields, `detail` says why).",
+    503: "The database cannot be reached; retry later.",
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses: the app documents every error response
+    as a problem document (``application/problem+json``)."""
+    return {status: {"description": _ERRORS[status]} for status in statuses}
+
 
 def _parse_id(raw: str, detail: str) -> uuid.UUID:
     try:
@@ -268,6 +289,7 @@ def _site_target_routes(
         status_code=201,
         response_model=SiteTargetOut,
         summary="Create a site target",
+        responses=_errors(400, 401, 409, 413, 422, 503),
     )
     def create_site_target(body: SiteTargetIn, org: OrgDep, service: ServiceDep) -> SiteTargetOut:
         """A site whose search data will be imported; 409 if the org has one at that URL."""
@@ -278,7 +300,12 @@ def _site_target_routes(
         except SiteTargetExists as error:
             raise HTTPException(409, str(error)) from None
 
-    @router.get("/site-targets", response_model=list[SiteTargetOut], summary="List site targets")
+    @router.get(
+        "/site-targets",
+        response_model=list[SiteTargetOut],
+        summary="List site targets",
+        responses=_errors(401, 503),
+    )
     def list_site_targets(org: OrgDep, service: ServiceDep) -> list[SiteTargetOut]:
         """The org's site targets, oldest first."""
         return [SiteTargetOut.of(target) for target in service.list_site_targets(org)]
@@ -287,6 +314,7 @@ def _site_target_routes(
         "/site-targets/{site_target_id}",
         response_model=SiteTargetOut,
         summary="Get a site target",
+        responses=_errors(401, 404, 503),
     )
     def get_site_target(site_target_id: str, org: OrgDep, service: ServiceDep) -> SiteTargetOut:
         """The site target; 404 if absent or another org's."""
@@ -300,6 +328,7 @@ def _site_target_routes(
         "/site-targets/{site_target_id}/pages",
         response_model=PagesOut,
         summary="Add pages to a site target",
+        responses=_errors(400, 401, 404, 413, 422, 503),
     )
     def add_pages(site_target_id: str, body: PagesIn, org: OrgDep, service: ServiceDep) -> PagesOut:
         """Add pages (normalized, duplicates ignored) and request the target's reconcile, which
@@ -332,7 +361,7 @@ def _import_routes(
         status_code=202,
         response_model=ImportOut,
         summary="Upload a search-analytics CSV",
-        responses={413: {"description": "The file is larger than the upload limit."}},
+        responses=_errors(400, 401, 404, 413, 422, 503),
     )
     def upload_csv(
         file: Annotated[UploadFileParam, File(description="The CSV export.")],
@@ -351,12 +380,22 @@ def _import_routes(
             view = service.create_import(org, target_id, file.file, file.filename)
         except SiteTargetNotFound:
             raise HTTPException(404, NO_SUCH_SITE_TARGET) from None
+        except InvalidUpload as error:
+            loc = ("body", "file", "filename")
+            raise RequestValidationError(
+                [{"loc": loc, "msg": str(error), "type": "value_error"}]
+            ) from None
         except FileTooLarge as error:
             raise HTTPException(413, str(error)) from None
         response.headers["Location"] = f"/imports/{view.record.id}"
         return ImportOut.of(view)
 
-    @router.get("/imports", response_model=ImportsOut, summary="List a site target's imports")
+    @router.get(
+        "/imports",
+        response_model=ImportsOut,
+        summary="List a site target's imports",
+        responses=_errors(401, 404, 422, 503),
+    )
     def list_imports(
         site_target_id: Annotated[str, Query(description="The site target.")],
         org: OrgDep,
@@ -376,7 +415,12 @@ def _import_routes(
             reconcile_events=[ReconcileEventOut.of(event) for event in events],
         )
 
-    @router.get("/imports/{import_id}", response_model=ImportOut, summary="Get an import")
+    @router.get(
+        "/imports/{import_id}",
+        response_model=ImportOut,
+        summary="Get an import",
+        responses=_errors(401, 404, 503),
+    )
     def get_import(import_id: str, org: OrgDep, service: ServiceDep) -> ImportOut:
         """The import with its status, counts and job; 404 if absent or another org's."""
         parsed = _parse_id(import_id, NO_SUCH_IMPORT)

@@ -33,6 +33,8 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from jobs_imports import screening
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -90,7 +92,7 @@ FIELD_NAMES: Mapping[str, tuple[str, ...]] = {
 
 _SNIFF_BYTES = 64 * 1024
 _DUCKDB_MEMORY = "32MB"
-_MAX_LINE_BYTES = 1024 * 1024  # a record longer than this is malformed, not an export row
+_MAX_LINE_BYTES = screening.MAX_LINE_BYTES  # longer: a row error (screening), not an export row
 _BUFFER_BYTES = 2 * _MAX_LINE_BYTES  # DuckDB's default (32 MiB per buffer) would not fit the budget
 _NULL_SENTINEL = "\x01"  # the string DuckDB reads as NULL: an absent (padded) field, never ''
 _EXTRA = "__extra_field"
@@ -211,6 +213,23 @@ def _connect() -> duckdb.DuckDBPyConnection:
     return duckdb.connect(config={"threads": 1, "memory_limit": _DUCKDB_MEMORY})
 
 
+def screen_file(path: Path) -> screening.Screened | None:
+    """The file screened line by line (:mod:`jobs_imports.screening`), or None if it holds
+    nothing. Read the returned ``path`` (the file itself, or its screened copy) and pass the
+    result to :func:`iter_batches`; :meth:`~screening.Screened.discard` it when done.
+
+    Raises :class:`ImportFileError` for a file that is not CSV text or has too many columns.
+    """
+    with path.open("rb") as handle:
+        prefix = handle.read(_SNIFF_BYTES)
+    if not prefix.strip() or prefix.strip() in (codecs.BOM_UTF8, codecs.BOM_UTF16_LE):
+        return None
+    try:
+        return screening.screen(path, _encoding_of(prefix))
+    except screening.TooManyColumns as error:
+        raise ImportFileError(str(error)) from None
+
+
 def detect_format(path: Path) -> CsvFormat | None:
     """The file's format, or None if it holds nothing (no byte but whitespace).
 
@@ -317,7 +336,7 @@ def _date(column: str) -> str:
     )
 
 
-def _records_query(path: Path, fmt: CsvFormat) -> str:
+def _records_query(path: Path, fmt: CsvFormat, screened: bool = False) -> str:
     """SELECT the converted values and a ``problem`` per record, in file order."""
     count = len(fmt.columns)
 
@@ -329,7 +348,10 @@ def _records_query(path: Path, fmt: CsvFormat) -> str:
         return f"NULLIF(trim({column}), '')"
 
     converted: dict[str, str] = {}
+    # a marker record of the screening (a replaced line): its reason is looked up in Python
+    marker = [f"WHEN starts_with(c0, chr({ord(screening.MARKER)})) THEN c0"] if screened else []
     checks: list[str] = [
+        *marker,
         f"WHEN {_EXTRA} IS NOT NULL THEN 'too many fields: the header has {count}'",
         f"WHEN c{count - 1} IS NULL THEN 'missing fields: the header has {count}'",
     ]
@@ -396,7 +418,12 @@ def count_records(path: Path, fmt: CsvFormat) -> int:
 
 
 def iter_batches(
-    path: Path, fmt: CsvFormat, *, start: int = 0, batch_size: int = 5000
+    path: Path,
+    fmt: CsvFormat,
+    *,
+    start: int = 0,
+    batch_size: int = 5000,
+    screened: screening.Screened | None = None,
 ) -> Iterator[list[Record]]:
     """Batches of at most ``batch_size`` records, in file order, skipping the first ``start``.
 
@@ -408,7 +435,8 @@ def iter_batches(
 
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
-    query = _records_query(path, fmt)
+    marked = screened is not None and bool(screened.reasons)
+    query = _records_query(path, fmt, screened=marked)
     if start:
         query += f" OFFSET {int(start)}"
     line_no = 1 + start  # the header is line 1
@@ -422,7 +450,12 @@ def iter_batches(
                 batch = []
                 for row in rows:
                     line_no += 1
-                    batch.append(Record(line_no, *row))
+                    record = Record(line_no, *row)
+                    if marked and record.problem is not None and screened is not None:
+                        reason = screened.reason(record.problem)
+                        if reason is not None:
+                            record = record._replace(problem=reason)
+                    batch.append(record)
                 yield batch
         except duckdb.Error as error:
             raise ImportFileError(

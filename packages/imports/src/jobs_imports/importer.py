@@ -27,13 +27,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from jobs_core import Job, JobCancelled, JobContext
+from jobs_core import Job, JobCancelled, JobContext, StoreRefused
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Connection, delete, func, select, text, update
 
 from jobs_imports import csvfile, storage
 from jobs_imports.csvfile import ImportFileError, Record
 from jobs_imports.reconcile import request_reconcile
+from jobs_imports.screening import Screened
 from jobs_imports.service import ImportsService
 from jobs_imports.tables import import_rows, imports
 from jobs_imports.urls import InvalidUrl, normalize_url
@@ -232,6 +233,30 @@ def _write_rows(conn: Connection, batch: _Batch) -> tuple[int, int]:
     return int(counted[0]), int(counted[1])
 
 
+def _write_rows_one_by_one(conn: Connection, batch: _Batch, state: ImportState) -> tuple[int, int]:
+    """:func:`_write_rows` for each row in a savepoint of its own: a row the database refuses
+    (:class:`~jobs_core.StoreRefused`) is a row error with the server's reason, the others are
+    written. Returns (rows inserted, mapped) over the rows kept; the refused ones leave
+    ``batch`` (the caller counts ``len(batch)`` as written)."""
+    inserted = mapped = 0
+    kept: list[tuple[Any, ...]] = []
+    for row in batch.rows:
+        single = _Batch()
+        single.rows.append(row)
+        try:
+            with unavailable_as_store_error(), conn.begin_nested():
+                row_inserted, row_mapped = _write_rows(conn, single)
+                conn.execute(text(f"DROP TABLE {_STAGING}"))
+        except StoreRefused as error:
+            state.error(int(row[1]), f"the database refused the record: {error}")
+            continue
+        kept.append(row)
+        inserted += row_inserted
+        mapped += row_mapped
+    batch.rows = kept
+    return inserted, mapped
+
+
 class CsvImporter:
     """Runs ``import_csv`` jobs for one :class:`ImportsService` (engine, data dir, clock)."""
 
@@ -305,26 +330,34 @@ class CsvImporter:
         if not path.is_file():
             raise ImportFileError(f"the uploaded file is missing from the data directory: {path}")
 
-        fmt = csvfile.detect_format(path)
-        extra: dict[str, Any] = {}
-        if fmt is None:
-            state.total = 0
-            extra["empty"] = True
-        else:
-            extra["format"] = fmt.describe()
-            if state.total is None:
-                state.total = csvfile.count_records(path, fmt)
-                with engine.begin() as conn:
-                    self._save(conn, ctx, state)
-            self._stream(
-                ctx,
-                path=path,
-                fmt=fmt,
-                state=state,
-                import_id=import_id,
-                site_target_id=site_target_id,
-                base_url=target.base_url,
-            )
+        # Line by line first: a bad record becomes a row error, not a failed file (screening).
+        screened = csvfile.screen_file(path)
+        try:
+            readable = screened.path if screened is not None else path
+            fmt = None if screened is None else csvfile.detect_format(readable)
+            extra: dict[str, Any] = {}
+            if fmt is None:
+                state.total = 0
+                extra["empty"] = True
+            else:
+                extra["format"] = fmt.describe()
+                if state.total is None:
+                    state.total = csvfile.count_records(readable, fmt)
+                    with engine.begin() as conn:
+                        self._save(conn, ctx, state)
+                self._stream(
+                    ctx,
+                    path=readable,
+                    fmt=fmt,
+                    state=state,
+                    import_id=import_id,
+                    site_target_id=site_target_id,
+                    base_url=target.base_url,
+                    screened=screened,
+                )
+        finally:
+            if screened is not None:
+                screened.discard()
         return self._finish(ctx, state, import_id, site_target_id, extra)
 
     def _stream(
@@ -337,17 +370,38 @@ class CsvImporter:
         import_id: uuid.UUID,
         site_target_id: uuid.UUID,
         base_url: str,
+        screened: Screened | None = None,
     ) -> None:
-        batches = csvfile.iter_batches(path, fmt, start=state.records, batch_size=self.batch_size)
+        batches = csvfile.iter_batches(
+            path, fmt, start=state.records, batch_size=self.batch_size, screened=screened
+        )
         for records in batches:
             ctx.raise_if_cancelled()
             batch = _prepare(records, state, import_id, site_target_id, base_url)
-            with self.service.engine.begin() as conn:
-                inserted, mapped = _write_rows(conn, batch)
-                state.inserted += inserted
-                state.mapped += mapped
-                state.skipped += len(batch) - inserted  # a record repeating an earlier one
-                self._save(conn, ctx, state)
+            try:
+                with unavailable_as_store_error(), self.service.engine.begin() as conn:
+                    counts = _write_rows(conn, batch)
+                    self._count_and_save(conn, ctx, state, len(batch), counts)
+            except StoreRefused:
+                # A record the database refuses (a value out of its range or over its limits):
+                # the batch again, one row at a time, so only the refused rows are errors.
+                with self.service.engine.begin() as conn:
+                    counts = _write_rows_one_by_one(conn, batch, state)
+                    self._count_and_save(conn, ctx, state, len(batch), counts)
+
+    def _count_and_save(
+        self,
+        conn: Connection,
+        ctx: JobContext,
+        state: ImportState,
+        written: int,
+        counts: tuple[int, int],
+    ) -> None:
+        inserted, mapped = counts
+        state.inserted += inserted
+        state.mapped += mapped
+        state.skipped += written - inserted  # a record repeating an earlier one
+        self._save(conn, ctx, state)
 
     def _finish(
         self,

@@ -105,14 +105,16 @@ def build_module(
     clock: Clock | None = None,
     batch_size: int = 5000,
     max_upload_bytes: int | None = None,
+    allow_private_urls: bool = False,
 ) -> ImportsModule:
     """The module's use cases and registry, bound to ``engine`` and ``data_dir``.
 
     ``data_dir`` is where uploads are stored (``<data_dir>/imports/…``): the API that receives
-    files and the workers that import them must share it.
+    files and the workers that import them must share it. ``allow_private_urls`` lets site
+    targets and pages name non-public hosts (development only: :mod:`jobs_imports.hosts`).
     """
     registry = Registry("imports")
-    options: dict[str, Any] = {"clock": clock}
+    options: dict[str, Any] = {"clock": clock, "allow_private_urls": allow_private_urls}
     if max_upload_bytes is not None:
         options["max_upload_bytes"] = max_upload_bytes
     service = ImportsService(engine, Path(data_dir), registry, **options)

@@ -17,12 +17,14 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from jobs_core import Clock, Job, JobNotFound, JobService, Registry, Status, SystemClock, uuid7
+from jobs_core.registry import text_problem
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 from jobs_postgres.schema import jobs as jobs_table
 from jobs_postgres.store import PostgresJobStore
 from sqlalchemy import Connection, Engine, RowMapping, exc, func, insert, select, text, update
 
 from jobs_imports import storage
+from jobs_imports.hosts import non_public_reason
 from jobs_imports.reconcile import RECONCILE, request_reconcile
 from jobs_imports.tables import imports, pages, site_targets
 from jobs_imports.urls import InvalidUrl, normalize_url
@@ -34,6 +36,7 @@ __all__ = [
     "ImportsError",
     "ImportsService",
     "InvalidSiteTarget",
+    "InvalidUpload",
     "PagesAdded",
     "ReconcileEvent",
     "SiteTarget",
@@ -69,6 +72,14 @@ class SiteTargetExists(ImportsError):
 
 class InvalidSiteTarget(ImportsError):
     """The site target's name or base URL is not usable."""
+
+
+class InvalidUpload(ImportsError):
+    """The uploaded file's name or metadata is not usable (checked before the file is stored)."""
+
+
+MAX_FILE_NAME_LENGTH = 255
+"""The longest file name kept for display (a longer one is cut)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +187,7 @@ class ImportsService:
         *,
         clock: Clock | None = None,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        allow_private_urls: bool = False,
     ) -> None:
         self.engine = engine
         self.data_dir = Path(data_dir)
@@ -183,6 +195,16 @@ class ImportsService:
         self.store = PostgresJobStore(engine)
         self.jobs = JobService(self.store, registry, self.clock)
         self.max_upload_bytes = max_upload_bytes
+        self.allow_private_urls = allow_private_urls
+
+    def _host_refused(self, url: str) -> str | None:
+        """Why a site target or page URL may not be used (a non-public host), or None."""
+        if self.allow_private_urls:
+            return None
+        reason = non_public_reason(url)
+        if reason is None:
+            return None
+        return f"{reason} (set JOBS_ALLOW_PRIVATE_URLS=1 to allow it in development)"
 
     def jobs_in(self, conn: Connection) -> JobService:
         """The job use cases inside ``conn``'s transaction (enqueues commit with it)."""
@@ -194,6 +216,9 @@ class ImportsService:
         name = name.strip()
         if not name:
             raise InvalidSiteTarget("the site target needs a name")
+        for field_name, value in (("name", name), ("base_url", base_url)):
+            if (problem := text_problem(value)) is not None:
+                raise InvalidSiteTarget(f"{field_name}: {problem[0]}")
         raw = base_url.strip()
         if raw and "://" not in raw:
             raw = "https://" + raw
@@ -201,6 +226,8 @@ class ImportsService:
             normalized = normalize_url(raw)
         except InvalidUrl as error:
             raise InvalidSiteTarget(f"base_url: {error}") from None
+        if (refused := self._host_refused(normalized)) is not None:
+            raise InvalidSiteTarget(f"base_url: {refused}")
         target = SiteTarget(
             id=uuid7(), org_id=org_id, name=name, base_url=normalized, created_at=self.clock.now()
         )
@@ -274,6 +301,13 @@ class ImportsService:
                 received += 1
                 try:
                     normalized = normalize_url(raw, target.base_url)
+                    refused = (
+                        None
+                        if normalized.startswith(target.base_url)
+                        else (self._host_refused(normalized))
+                    )
+                    if refused is not None:
+                        raise InvalidUrl(refused)
                 except InvalidUrl as error:
                     invalid += 1
                     if len(samples) < _INVALID_SAMPLES:
@@ -328,14 +362,16 @@ class ImportsService:
     ) -> ImportView:
         """Store an uploaded file by content hash, record the import, enqueue ``import_csv``.
 
-        The import row and its job commit together. Raises :class:`SiteTargetNotFound` before
-        reading the stream, and :class:`~jobs_imports.storage.FileTooLarge` past
-        ``max_upload_bytes``.
+        The import row and its job commit together. Raises :class:`InvalidUpload` (a file name
+        that cannot be stored) and :class:`SiteTargetNotFound` before reading the stream, and
+        :class:`~jobs_imports.storage.FileTooLarge` past ``max_upload_bytes``.
         """
+        name = (original_name or "").strip()[:MAX_FILE_NAME_LENGTH] or None
+        if name is not None and (problem := text_problem(name)) is not None:
+            raise InvalidUpload(f"the file name is refused: {problem[0]}")
         self.get_site_target(org_id, site_target_id)
         stored = storage.store_stream(self.data_dir, stream, max_bytes=self.max_upload_bytes)
         import_id = uuid7()
-        name = (original_name or "").strip()[:255] or None
         with unavailable_as_store_error(), self.engine.begin() as conn:
             # the target may have been deleted while the file streamed in: re-check in the txn
             self.site_target_in(conn, org_id, site_target_id)

@@ -16,7 +16,9 @@ Two spellings of one page must give one key, and two pages must never share one.
   escaped are (``é`` → ``%C3%A9``, a space → ``%20``);
 - the query drops tracking parameters (``utm_*`` and the ad-click ids ``gclid``, ``fbclid``,
   ``msclkid``, ``dclid``, ``gbraid``, ``wbraid``, ``yclid``) and sorts the rest by key then value;
-  an empty query disappears with its ``?``.
+  an empty query disappears with its ``?``;
+- a URL longer than :data:`MAX_NORMALIZED_URL_LENGTH` (2,048) characters once normalized is
+  invalid.
 
 The function is pure (no I/O) and total on strings: a value that is not a usable URL raises
 :class:`InvalidUrl` with a reason, which the import reports for the row.
@@ -28,7 +30,7 @@ import re
 from functools import lru_cache
 from urllib.parse import urljoin, urlsplit
 
-__all__ = ["TRACKING_PARAMETERS", "InvalidUrl", "normalize_url"]
+__all__ = ["MAX_NORMALIZED_URL_LENGTH", "TRACKING_PARAMETERS", "InvalidUrl", "normalize_url"]
 
 
 class InvalidUrl(ValueError):
@@ -48,6 +50,10 @@ _PATH_SAFE = frozenset("!$&'()*+,;=:@/")
 # In a query key or value "&", "=" and "+" carry meaning; "+" is kept as written.
 _QUERY_SAFE = frozenset("!$'()*+,;:@/?")
 _MAX_URL_LENGTH = 8192
+MAX_NORMALIZED_URL_LENGTH = 2048
+"""The longest normalized URL kept (the sitemap protocol's limit): a longer one is an invalid URL,
+never a key too long for the indexes that hold it (PostgreSQL's btree refuses entries over
+~2.7 kB)."""
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -172,4 +178,10 @@ def _normalize(raw: str, base: str | None) -> str:
     if len(path) > 1 and path.endswith("/"):
         path = path.rstrip("/") or "/"
     query = _normalize_query(parts.query)
-    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+    normalized = f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+    if len(normalized) > MAX_NORMALIZED_URL_LENGTH:
+        raise InvalidUrl(
+            f"the URL is longer than {MAX_NORMALIZED_URL_LENGTH} characters once normalized "
+            f"({len(normalized)})"
+        )
+    return normalized

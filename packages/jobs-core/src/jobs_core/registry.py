@@ -147,6 +147,10 @@ class JobType:
             payload = {}
         if not isinstance(payload, Mapping):
             raise PayloadInvalid([{"loc": ["payload"], "msg": "payload must be a JSON object"}])
+        # Checked before the schema too: a schema may turn NaN into null, or recurse too deep.
+        errors = unstorable(payload)
+        if errors:
+            raise PayloadInvalid(errors)
         validated = (
             dict(payload) if self.payload_schema is None else self.payload_schema.validate(payload)
         )
@@ -156,27 +160,53 @@ class JobType:
         return validated
 
 
-def unstorable(value: Any, loc: tuple[str | int, ...] = ()) -> list[dict[str, Any]]:
+MAX_PAYLOAD_DEPTH = 32
+"""How deep a payload may nest objects and arrays (the payload object is level 1): deeper
+documents are refused at enqueue, before any schema or store recurses through them."""
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_problem(text: str) -> tuple[str, str] | None:
+    """Why ``text`` cannot be stored as text (message, error type), or None."""
+    if "\x00" in text:
+        return "text must not contain NUL (\\u0000) characters", "nul"
+    if not text.isascii() and _SURROGATE.search(text):
+        return "text must be valid Unicode (no lone surrogate such as \\ud800)", "surrogate"
+    return None
+
+
+def unstorable(value: Any, loc: tuple[str | int, ...] = (), depth: int = 1) -> list[dict[str, Any]]:
     """Why a JSON document cannot be stored the same way by every adapter: PostgreSQL text and
-    jsonb refuse NUL (``\\u0000``) characters, and JSON has no NaN or infinity. Empty when
-    storable. Checked at enqueue so the in-memory store refuses what PostgreSQL would."""
+    jsonb refuse NUL (``\\u0000``) characters and text that is not valid Unicode (a lone
+    surrogate), JSON has no NaN or infinity, and no document nests deeper than
+    :data:`MAX_PAYLOAD_DEPTH`. Empty when storable. Checked at enqueue so the in-memory store
+    refuses what PostgreSQL would."""
+    if depth > MAX_PAYLOAD_DEPTH and isinstance(value, Mapping | list | tuple):
+        return [
+            _unstorable(
+                loc, f"nested deeper than {MAX_PAYLOAD_DEPTH} objects or arrays", "too_deep"
+            )
+        ]
     if type(value) is dict and _flat_storable(value):
         return []
     if isinstance(value, str):
-        if "\x00" in value:
-            return [_unstorable(loc, "text must not contain NUL (\\u0000) characters", "nul")]
-        return []
+        problem = text_problem(value)
+        return [] if problem is None else [_unstorable(loc, *problem)]
     if isinstance(value, float) and not math.isfinite(value):
         return [_unstorable(loc, "numbers must be finite (no NaN or infinity)", "finite_number")]
     errors: list[dict[str, Any]] = []
     if isinstance(value, Mapping):
         for key, item in value.items():
-            if isinstance(key, str) and "\x00" in key:
-                errors.append(_unstorable(loc, "keys must not contain NUL (\\u0000)", "nul"))
-            errors += unstorable(item, (*loc, str(key)))
+            if isinstance(key, str):
+                problem = text_problem(key)
+                if problem is not None:
+                    message, kind = problem
+                    errors.append(_unstorable(loc, message.replace("text", "keys", 1), kind))
+            errors += unstorable(item, (*loc, str(key)), depth + 1)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
-            errors += unstorable(item, (*loc, index))
+            errors += unstorable(item, (*loc, index), depth + 1)
     return errors
 
 
@@ -185,15 +215,15 @@ _SCALARS = frozenset({int, bool, type(None)})
 
 def _flat_storable(document: dict[Any, Any]) -> bool:
     """True when ``document`` is certainly storable without walking it: text keys and only text
-    without NUL, finite numbers, booleans or nulls as values (the common flat payload; an
-    enqueue of many jobs checks one per job). False sends it to the full walk of
+    without NUL or surrogates, finite numbers, booleans or nulls as values (the common flat
+    payload; an enqueue of many jobs checks one per job). False sends it to the full walk of
     :func:`unstorable`, which finds the errors."""
     for key, item in document.items():
-        if type(key) is not str or "\x00" in key:
+        if type(key) is not str or text_problem(key) is not None:
             return False
         kind = type(item)
         if kind is str:
-            if "\x00" in item:
+            if text_problem(item) is not None:
                 return False
         elif kind is float:
             if not math.isfinite(item):
@@ -283,8 +313,8 @@ class Registry:
             raise ValueError("org_id must not be empty")
         if dedup_key is not None and not dedup_key:
             raise ValueError("dedup_key must not be empty (use None for no key)")
-        if dedup_key is not None and "\x00" in dedup_key:
-            raise ValueError("dedup_key must not contain NUL (\\u0000) characters")
+        if dedup_key is not None and (problem := text_problem(dedup_key)) is not None:
+            raise ValueError("dedup_key: " + problem[0])
         priority = flow.check_priority(priority)
         job_type = self.get(type_name)
         validated = job_type.validate_payload(payload)

@@ -3,7 +3,8 @@
 The process tree::
 
     jobs dev (this process: supervisor; holds the embedded PostgreSQL handle)
-    ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL)
+    ├── python -m jobs_cli api     (uvicorn, JOBS_DATABASE_URL = the resolved URL;
+    │                               JOBS_DEMO_OVER_HTTP=1: the demo types over HTTP, dev only)
     ├── python -m jobs_cli worker  (JOBS_DEMO_TYPES=1; restarted if it dies, e.g. the crash demo)
     └── postgres                   (embedded only: started by pgserver; stopped when we exit
                                     unless another jobs process still holds it)
@@ -190,6 +191,8 @@ def _child_env(settings: CliSettings, url: str) -> dict[str, str]:
     handlers = dev_handlers_dir(settings)
     if handlers is not None:
         env["JOBS_HANDLERS_DIR"] = str(handlers)
+    # development only: the demo types (crash included) are enqueueable over HTTP
+    env["JOBS_DEMO_OVER_HTTP"] = "1"
     return env
 
 

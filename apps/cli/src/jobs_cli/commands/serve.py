@@ -95,10 +95,14 @@ def _serve_api(args: argparse.Namespace, settings: CliSettings) -> int:
     if api_settings.store == "postgres":
         resolved = _reachable(settings)
         api_settings = api_settings.model_copy(update={"database_url": resolved.database_url})
+    from jobs_worker.demo import registry as demo_registry
     from jobs_worker.registries import MODULES
 
-    # the shipped modules' routes too (the Imports routes, on PostgreSQL)
-    container = build_container(api_settings, [build_registry(settings)], modules=MODULES)
+    # the shipped modules' routes too (the Imports routes, on PostgreSQL); the demo types are
+    # a development registry: public over HTTP only with JOBS_DEMO_OVER_HTTP (jobs dev)
+    registry = build_registry(dataclasses.replace(settings, demo_types=False))
+    demo = [demo_registry] if settings.demo_types else []
+    container = build_container(api_settings, [registry], modules=MODULES, development=demo)
     host = args.host if args.host is not None else api_settings.api_host
     port = args.port if args.port is not None else api_settings.api_port
     serve(container, host=host, port=port)
