@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container, serves_imports
+from jobs_api.job_types import router as job_types_router
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers
@@ -84,6 +85,7 @@ def create_app(container: Container | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
     app.include_router(router)
+    app.include_router(job_types_router)
     if imports is not None:
         app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]
