@@ -18,6 +18,8 @@ from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers
 from jobs_api.routes import router
+from jobs_api.sessions import install_session_handlers
+from jobs_api.sessions import router as sessions_router
 
 log = logging.getLogger("jobs.api")
 
@@ -74,6 +76,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     )
     app.state.container = container
     install_problem_handlers(app)
+    install_session_handlers(app)
     path_limits: dict[str, int] = {}
     modules, store = container.config.modules(), container.config.store()
     imports = _imports_router() if serves_imports(modules, store) else None
@@ -86,6 +89,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     )
     app.include_router(router)
     app.include_router(job_types_router)
+    app.include_router(sessions_router)
     if imports is not None:
         app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]

@@ -17,6 +17,7 @@ from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
 
 from jobs_api.auth import InMemoryTokenStore, TokenCache, TokenStore
+from jobs_api.sessions import InMemorySessionStore, SessionStore, session_cache_for
 from jobs_api.settings import ApiSettings
 
 if TYPE_CHECKING:
@@ -62,6 +63,12 @@ def _postgres_token_store(engine: Engine) -> TokenStore:
     from jobs_postgres.tokens import PostgresTokenStore
 
     return PostgresTokenStore(engine)
+
+
+def _postgres_session_store(engine: Engine, clock: Clock) -> SessionStore:
+    from jobs_postgres.sessions import PostgresSessionStore
+
+    return PostgresSessionStore(engine, clock)
 
 
 def _imports_module(
@@ -127,6 +134,16 @@ class Container(containers.DeclarativeContainer):
         TokenCache, token_store, clock, config.api_token_cache_s
     )
     """What ``current_org`` asks: the token store behind a short-lived cache of live tokens."""
+
+    session_store = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(InMemorySessionStore, token_store, clock),
+        postgres=providers.ThreadSafeSingleton(_postgres_session_store, engine, clock),
+    )
+    session_cache = providers.ThreadSafeSingleton(
+        session_cache_for, session_store, clock, config.api_token_cache_s
+    )
+    """Browser sessions (docs/sessions.md), behind the same short-lived cache as tokens."""
 
     imports = providers.ThreadSafeSingleton(
         _imports_module, engine, config.data_dir, config.max_upload_bytes, clock
