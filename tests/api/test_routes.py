@@ -588,6 +588,7 @@ async def test_openapi_documents_every_route_with_models_and_problems(
         ("POST", "/jobs/{job_id}/retry"),
         ("DELETE", "/jobs/{job_id}"),
         ("GET", "/job-types"),
+        ("GET", "/jobs/events"),
         ("POST", "/session"),
         ("GET", "/session"),
         ("DELETE", "/session"),

@@ -52,7 +52,9 @@ def test_every_operation_honours_the_schema(
     # Missing and malformed tokens have their own test (tests/api/test_routes.py, 401s alike).
     schema.config.generation.update(with_security_parameters=False)
     operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-    assert len(operations) == 12
+    assert len(operations) == 13
+    # The event stream never ends: tests/api/test_events_http.py checks it on a real server.
+    operations = [o for o in operations if o.path != "/jobs/events"]
 
     seen: dict[str, set[int]] = defaultdict(set)
     for operation in operations:

@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container, serves_imports
+from jobs_api.events import router as events_router
 from jobs_api.job_types import router as job_types_router
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
@@ -63,6 +64,7 @@ def create_app(container: Container | None = None) -> FastAPI:
         try:
             yield
         finally:
+            container.event_hub().stop()
             container.shutdown_resources()
 
     app = FastAPI(
@@ -87,6 +89,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.add_middleware(
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
+    app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)
