@@ -181,7 +181,7 @@ class EventHub:
         self._ids: EventIds | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
-        self._started = threading.Lock()
+        self._started = asyncio.Lock()  # never a thread lock: start() awaits inside it
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cursor: Position | None = None
         self._ready: asyncio.Event | None = None
@@ -201,7 +201,7 @@ class EventHub:
 
     async def start(self) -> None:
         """Start the reader thread once (on the first stream); returns when it has a cursor."""
-        with self._started:
+        async with self._started:
             if self._thread is None:
                 self._loop = asyncio.get_running_loop()
                 self._ready = asyncio.Event()
