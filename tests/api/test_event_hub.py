@@ -4,6 +4,7 @@ in-memory feed; the real-HTTP behaviour is in test_events_http.py)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import uuid
 
 import pytest
@@ -39,7 +40,10 @@ def test_an_altered_or_foreign_id_decodes_to_nothing() -> None:
     made = ids.encode(Position(5, 6))
     for index in range(len(made) - 2):  # every character but the base64 padding
         swapped = "B" if made[index] == "A" else "A"
-        assert ids.decode(made[:index] + swapped + made[index + 1 :]) is None
+        altered = made[:index] + swapped + made[index + 1 :]
+        if base64.urlsafe_b64decode(altered) == base64.urlsafe_b64decode(made):
+            continue  # the last character's unused low bits: the same bytes, the same id
+        assert ids.decode(altered) is None
     assert EventIds(b"other key".ljust(32, b"!")).decode(made) is None
 
 

@@ -26,6 +26,9 @@ log = logging.getLogger("jobs.api")
 
 API_VERSION = "1.0.0"
 
+SHUTDOWN_GRACE_S = 5
+"""At shutdown, how long open responses (event streams) may run before they are cancelled."""
+
 UPLOAD_ENVELOPE_BYTES = 1024 * 1024
 """Room for the multipart envelope (boundaries, part headers, form fields) around an upload."""
 
@@ -58,6 +61,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Build the store at startup so a bad configuration fails the start, not a request.
         container.service()
+        if container.config.events():
+            await container.event_hub().start()  # the process's one reader of the event log
         # As many threads as the engine pools connections (containers._engine): a blocking
         # call never waits for a connection, and no connection is opened per request.
         to_thread.current_default_thread_limiter().total_tokens = threads
@@ -108,4 +113,12 @@ def serve(
     """Run the API with uvicorn until SIGINT/SIGTERM (the ``jobs api`` command)."""
     app = create_app(container)
     log.info("serving the jobs API on http://%s:%d", host, port)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # An event stream never ends by itself: at shutdown, uvicorn waits this long for open
+    # responses, then cancels them (the clients reconnect with Last-Event-ID elsewhere).
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )

@@ -244,7 +244,13 @@ class EventHub:
                     cursor = self.feed.head()
                     self._publish([], cursor)
                 batch = self.feed.read(cursor, READ_BATCH)
-                encoded = [encode_event(event, self.ids) for event in batch.events]
+                # Encoded here only for orgs that have a stream now (no stream: no cost);
+                # _dispatch encodes the others if a stream of theirs opened meanwhile.
+                orgs = set(self._subscribers)
+                encoded: list[Encoded | JobEvent] = [
+                    encode_event(event, self.ids) if event.job.org_id in orgs else event
+                    for event in batch.events
+                ]
                 cursor = batch.cursor
                 self._publish(encoded, cursor)
                 if time.monotonic() - pruned_at > PRUNE_EVERY_S:
@@ -258,7 +264,7 @@ class EventHub:
                 self._stopping.wait(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _publish(self, events: list[Encoded], cursor: Position) -> None:
+    def _publish(self, events: list[Encoded | JobEvent], cursor: Position) -> None:
         loop = self._loop
         assert loop is not None
         try:
@@ -266,9 +272,14 @@ class EventHub:
         except RuntimeError:  # the loop is closed: the app is shutting down
             self._stopping.set()
 
-    def _dispatch(self, events: list[Encoded], cursor: Position) -> None:
+    def _dispatch(self, events: list[Encoded | JobEvent], cursor: Position) -> None:
         last_seq = self._last_seq
-        for event in events:
+        for item in events:
+            if isinstance(item, JobEvent):
+                if item.job.org_id not in self._subscribers:
+                    continue  # no stream of that org
+                item = encode_event(item, self.ids)  # noqa: PLW2901 - a stream opened meanwhile
+            event = item
             previous = last_seq.pop(event.job_id, None)
             if previous is not None and event.position.seq < previous:
                 # An older change of this job after a newer one was delivered: superseded.
