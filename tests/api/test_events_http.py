@@ -293,3 +293,16 @@ def test_the_session_cookie_opens_the_stream_and_sign_out_ends_it(world: World) 
             raise AssertionError("the stream outlived the revoked token")
         anonymous = httpx.get(f"{api.base_url}/jobs/events", timeout=10)
         assert anonymous.status_code == 401
+
+
+def test_the_api_stops_promptly_with_streams_open(world: World) -> None:
+    api = world.start()
+    stream = world.stream(api, world.token_a)
+    stream.until("ready")
+    began = time.monotonic()
+    api.stop()
+    assert time.monotonic() - began < 25  # 5 s of grace, then the stream is cancelled
+    assert api.shut_down_cleanly
+    deadline = time.monotonic() + 30
+    while stream.next(timeout=30) is not None:
+        assert time.monotonic() < deadline, "the stream outlived the API"
