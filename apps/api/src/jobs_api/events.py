@@ -51,6 +51,8 @@ REPLAY_PAGE = 500
 ORDER_MEMORY = 100_000
 """Jobs whose last delivered change the hub remembers (to never deliver an older one after)."""
 PRUNE_EVERY_S = 60.0
+READ_COALESCE_S = 0.05
+"""The shortest time between two reads of the feed by the hub."""
 
 
 # ---- opaque ids ------------------------------------------------------------------------------
@@ -185,6 +187,7 @@ class EventHub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.cursor: Position | None = None
         self._ready: asyncio.Event | None = None
+        self._ready_set = False
         self.delivered = 0
 
     @property
@@ -235,15 +238,27 @@ class EventHub:
 
     # -- the reader thread ----------------------------------------------------------------------
     def _run(self) -> None:
-        cursor: Position | None = None
+        mine: Position | None = None  # where this thread read up to, while it knows
         pruned_at = 0.0
         delay = 0.1
         while not self._stopping.is_set():
             try:
-                if cursor is None:
-                    cursor = self.feed.head()
-                    self._publish([], cursor)
-                batch = self.feed.read(cursor, READ_BATCH)
+                if time.monotonic() - pruned_at > PRUNE_EVERY_S:
+                    pruned_at = time.monotonic()
+                    self.feed.prune(datetime.now(UTC) - self._retention)
+                if not self._subscribers and self._ready_set:
+                    # Nobody listens: no read, only the cursor kept at the present, so the
+                    # first stream to open is not handed a backlog (_dispatch applies the jump
+                    # only if still nobody listens).
+                    self._publish([], self.feed.head(), jump=True)
+                    mine = None
+                    self._stopping.wait(self._poll_s)
+                    continue
+                if mine is None:
+                    mine = self.feed.head() if self.cursor is None else self.cursor
+                    if self.cursor is None:
+                        self._publish([], mine)
+                batch = self.feed.read(mine, READ_BATCH)
                 # Encoded here only for orgs that have a stream now (no stream: no cost);
                 # _dispatch encodes the others if a stream of theirs opened meanwhile.
                 orgs = set(self._subscribers)
@@ -251,30 +266,39 @@ class EventHub:
                     encode_event(event, self.ids) if event.job.org_id in orgs else event
                     for event in batch.events
                 ]
-                cursor = batch.cursor
-                self._publish(encoded, cursor)
-                if time.monotonic() - pruned_at > PRUNE_EVERY_S:
-                    pruned_at = time.monotonic()
-                    self.feed.prune(datetime.now(UTC) - self._retention)
+                mine = batch.cursor
+                self._publish(encoded, mine)
                 delay = 0.1
                 if len(batch.events) < READ_BATCH:
                     self.feed.wait(self._poll_s)
+                    # Notifications arrive one per committed statement: reading at most every
+                    # READ_COALESCE_S serves them in batches (the database's work stays flat).
+                    self._stopping.wait(READ_COALESCE_S)
             except Exception as error:  # the database away: keep the cursor, try again
                 log.warning("event feed read failed (%s); retrying in %.1fs", error, delay)
                 self._stopping.wait(delay)
                 delay = min(delay * 2, 5.0)
 
-    def _publish(self, events: list[Encoded | JobEvent], cursor: Position) -> None:
+    def _publish(
+        self, events: list[Encoded | JobEvent], cursor: Position, *, jump: bool = False
+    ) -> None:
         loop = self._loop
         assert loop is not None
         try:
-            loop.call_soon_threadsafe(self._dispatch, events, cursor)
+            loop.call_soon_threadsafe(self._dispatch, events, cursor, jump)
         except RuntimeError:  # the loop is closed: the app is shutting down
             self._stopping.set()
 
-    def _dispatch(self, events: list[Encoded | JobEvent], cursor: Position) -> None:
+    def _dispatch(
+        self, events: list[Encoded | JobEvent], cursor: Position, jump: bool = False
+    ) -> None:
+        if jump and self._subscribers:
+            return  # a stream opened since the thread saw none: keep reading from the cursor
+        done = self.cursor
         last_seq = self._last_seq
         for item in events:
+            if done is not None and item.position <= done:
+                continue  # already dispatched
             if isinstance(item, JobEvent):
                 if item.job.org_id not in self._subscribers:
                     continue  # no stream of that org
@@ -292,9 +316,10 @@ class EventHub:
                 if subscriber.wants(event):
                     subscriber.offer(event)
                     self.delivered += 1
-        self.cursor = cursor
+        self.cursor = cursor if done is None else max(done, cursor)
         if self._ready is not None:
             self._ready.set()
+            self._ready_set = True
 
 
 # ---- the route -------------------------------------------------------------------------------
