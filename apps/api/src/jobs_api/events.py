@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
-from jobs_core import Status
+from jobs_core import Status, StoreUnavailable
 from jobs_core.events import EventFeed, JobEvent, Position
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -51,6 +51,8 @@ REPLAY_PAGE = 500
 ORDER_MEMORY = 100_000
 """Jobs whose last delivered change the hub remembers (to never deliver an older one after)."""
 PRUNE_EVERY_S = 60.0
+SUBSCRIBE_WAIT_S = 10.0
+"""How long a new stream waits for the hub's first read before a 503."""
 READ_COALESCE_S = 0.05
 """The shortest time between two reads of the feed by the hub."""
 
@@ -203,16 +205,17 @@ class EventHub:
         return sum(len(s) for s in self._subscribers.values())
 
     async def start(self) -> None:
-        """Start the reader thread once (on the first stream); returns when it has a cursor."""
+        """Start the reader thread once (at the API's startup, else on the first stream).
+
+        Never blocks on the database: the thread reads the feed's head itself, retrying while
+        the database is away; :meth:`subscribe` waits for it.
+        """
         async with self._started:
             if self._thread is None:
                 self._loop = asyncio.get_running_loop()
                 self._ready = asyncio.Event()
-                await run_in_threadpool(lambda: self.ids)
                 self._thread = threading.Thread(target=self._run, name="jobs-events", daemon=True)
                 self._thread.start()
-        assert self._ready is not None
-        await self._ready.wait()
 
     def stop(self) -> None:
         """Stop the reader thread and the feed's listener."""
@@ -222,8 +225,17 @@ class EventHub:
         self.feed.close()
 
     async def subscribe(self, subscriber: Subscriber) -> Position:
-        """Register a stream; every event after the returned position will be offered to it."""
+        """Register a stream; every event after the returned position will be offered to it.
+
+        Raises ``StoreUnavailable`` when the feed cannot be read within ``SUBSCRIBE_WAIT_S``.
+        """
         await self.start()
+        assert self._ready is not None
+        try:
+            await run_in_threadpool(lambda: self.ids)
+            await asyncio.wait_for(self._ready.wait(), timeout=SUBSCRIBE_WAIT_S)
+        except (TimeoutError, OSError) as error:
+            raise StoreUnavailable(f"the event feed cannot be read: {error}") from None
         self._subscribers[subscriber.org_id].add(subscriber)
         assert self.cursor is not None
         return self.cursor
@@ -398,7 +410,16 @@ async def job_events(
     keepalive_s = float(container.config.events_keepalive_s())
     recheck_s = min(keepalive_s, max(float(container.config.api_token_cache_s()), 1.0))
     raw_id = last_event_id if last_event_id is not None else params.last_event_id
-    stream = _stream(request, hub, subscriber, raw_id, keepalive_s=keepalive_s, recheck_s=recheck_s)
+    present = await hub.subscribe(subscriber)  # before the 200: a 503 can still be answered
+    stream = _stream(
+        request,
+        hub,
+        subscriber,
+        raw_id,
+        present=present,
+        keepalive_s=keepalive_s,
+        recheck_s=recheck_s,
+    )
     return StreamingResponse(
         stream,
         media_type="text/event-stream",
@@ -412,10 +433,10 @@ async def _stream(
     subscriber: Subscriber,
     raw_id: str | None,
     *,
+    present: Position,
     keepalive_s: float,
     recheck_s: float,
 ) -> AsyncIterator[bytes]:
-    present = await hub.subscribe(subscriber)
     ids = hub.ids
     try:
         resume = None if raw_id is None else ids.decode(raw_id.strip())
