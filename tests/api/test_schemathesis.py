@@ -52,7 +52,10 @@ def test_every_operation_honours_the_schema(
     # Missing and malformed tokens have their own test (tests/api/test_routes.py, 401s alike).
     schema.config.generation.update(with_security_parameters=False)
     operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-    assert len(operations) == 13
+    # /jobs, /healthz, /job-types, /jobs/events and /session (3); /schedules and
+    # /settings/retention on the PostgreSQL store only.
+    postgres = app.state.container.config.store() == "postgres"
+    assert len(operations) == (21 if postgres else 13)
     # The event stream never ends: tests/api/test_events_http.py checks it on a real server.
     operations = [o for o in operations if o.path != "/jobs/events"]
 
@@ -74,6 +77,10 @@ def test_every_operation_honours_the_schema(
             if case.query and "cursor" in case.query:
                 # A cursor is valid only if the API made it (base64 of created_at|id): a random
                 # string that fits the cursor's schema is rightly a 422, not an accepted request.
+                excluded.append(positive_data_acceptance)
+            if case.operation.path.startswith(("/schedules", "/settings")):
+                # A cron expression, a time zone, a schedule's name or a retention policy is
+                # checked by the API (422 with the reason), not expressible in the schema.
                 excluded.append(positive_data_acceptance)
             response = case.call_and_validate(headers=as_a, excluded_checks=excluded)
             seen[case.operation.label].add(response.status_code)

@@ -59,7 +59,7 @@ def test_a_non_mapping_result_fails_the_attempt() -> None:
     assert "expected a mapping" in outcome.error
 
 
-def test_async_handlers_run_on_the_slot_threads_loop() -> None:
+def test_async_handlers_run_on_an_event_loop_of_their_own() -> None:
     async def handler(ctx: JobContext) -> Mapping[str, Any]:
         await asyncio.sleep(0)
         return {"async": True}
@@ -197,3 +197,66 @@ def test_a_retryable_error_after_a_cancellation_request_cancels_instead() -> Non
     job_type = JobType("t", flaky, retry=RetryPolicy(retry_on=(TimeoutError,)))
     outcome = execute(job_type, context(running_job(max_attempts=3)), NOW)
     assert isinstance(outcome, Cancelled)
+
+
+def test_a_report_over_the_size_limit_fails_the_attempt_with_a_clear_error() -> None:
+    from jobs_core import DocumentTooLarge
+    from jobs_core.limits import DOCUMENT_MAX_BYTES, oversize
+
+    job_type = JobType("big", lambda ctx: {"blob": "x" * (2 * DOCUMENT_MAX_BYTES)})
+    ctx = context()
+    outcome = execute(job_type, ctx, NOW)
+    assert isinstance(outcome, Failed)
+    assert "more than the 1.0 MiB a job may hold" in outcome.error
+    assert len(outcome.error) < 300
+    assert outcome.report is not None
+    assert outcome.report["exception_type"] == "DocumentTooLarge"
+    assert oversize({"a": "x" * 100}) is None
+    with pytest.raises(DocumentTooLarge, match="progress document over"):
+        ctx.report_progress(1, 2, force=True, rows=["y" * 1000] * 2000)
+
+
+def test_an_async_handler_that_never_awaits_still_fails_at_its_timeout() -> None:
+    """Issue 11: it used to block its slot's loop and end ``done`` 20 s past a 3 s timeout.
+    Its own loop on its own thread: the caller's wait ends at the timeout, and is told the
+    thread still runs (the worker keeps the slot busy until it stops)."""
+    release = threading.Event()
+
+    async def blocking(ctx: JobContext) -> Mapping[str, Any]:
+        release.wait(30)  # never yields to the event loop
+        return {"finished": True}
+
+    overruns: list[threading.Thread] = []
+    started = time.monotonic()
+    outcome = execute(
+        JobType("t", blocking, timeout_s=0.2), context(), NOW, on_overrun=overruns.append
+    )
+    assert time.monotonic() - started < 5
+    assert isinstance(outcome, Failed)
+    assert outcome.error.startswith("JobTimeout: timed out after 0.2 s")
+    [thread] = overruns
+    assert thread.is_alive()
+    release.set()
+    thread.join(5)
+    assert not thread.is_alive()
+
+
+def test_a_sync_handler_that_ignores_its_timeout_is_reported_as_overrunning() -> None:
+    release = threading.Event()
+
+    def stubborn(ctx: JobContext) -> None:
+        release.wait(30)  # never looks at its cancellation
+
+    overruns: list[threading.Thread] = []
+    outcome = execute(
+        JobType("t", stubborn, timeout_s=0.1), context(), NOW, on_overrun=overruns.append
+    )
+    assert isinstance(outcome, Failed)
+    assert [t.is_alive() for t in overruns] == [True]
+    release.set()
+    overruns[0].join(5)
+    # A handler that stops in time is no overrun.
+    again: list[threading.Thread] = []
+    quick = JobType("t", lambda ctx: {"ok": 1}, timeout_s=5)
+    assert execute(quick, context(), NOW, on_overrun=again.append) == Done({"ok": 1})
+    assert again == []

@@ -1,9 +1,11 @@
-"""A TCP proxy between a test and the PostgreSQL server that loses one connection on purpose:
-what a network cut or a server crash does to a client, at a chosen message."""
+"""TCP proxies between a test and the PostgreSQL server: one that loses one connection on
+purpose (what a network cut or a server crash does to a client, at a chosen message), and one
+whose link goes silent without closing (blackholed or frozen) and comes back."""
 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 from typing import Any
@@ -88,3 +90,92 @@ def _close(*sockets: socket.socket) -> None:
         with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
         sock.close()
+
+
+class LinkProxy:
+    """A TCP proxy to the test server whose link can go silent without closing anything:
+
+    - :meth:`blackhole`: bytes in both directions are read and thrown away (what a peer gets
+      from a network that drops its packets, minus TCP's retransmissions: a stream whose bytes
+      were lost never recovers, its calls must be abandoned);
+    - :meth:`freeze`: nothing is read any more; the bytes wait in the kernel's buffers and flow
+      again on :meth:`restore` (a network that stopped delivering, then recovered, with TCP
+      retransmitting what was held);
+    - :meth:`restore`: forward again, existing and new connections alike.
+
+    In both silent modes new connections are accepted (the kernel completes the handshake) but
+    nothing of them reaches the server, and no socket is ever closed by the proxy: the client's
+    kernel sees a healthy peer, so only the client's own deadlines can notice.
+    """
+
+    PASS, DROP, HOLD = "pass", "drop", "hold"
+
+    def __init__(self, pg_url: str) -> None:
+        target = make_url(pg_url)
+        host = target.query.get("host") or target.host or "127.0.0.1"
+        port = target.port or 5432
+        self._target: tuple[int, Any] = (
+            (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}")
+            if str(host).startswith("/")
+            else (socket.AF_INET, (host, port))
+        )
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = (
+            target.set(host="127.0.0.1", port=self._listener.getsockname()[1], query={})
+        ).render_as_string(hide_password=False)
+        self._mode = self.PASS
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._closed = threading.Event()
+        self._sockets: list[socket.socket] = [self._listener]
+        self.dropped_bytes = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def blackhole(self) -> None:
+        self._mode = self.DROP
+        self._flowing.set()
+
+    def freeze(self) -> None:
+        self._mode = self.HOLD
+        self._flowing.clear()
+
+    def restore(self) -> None:
+        self._mode = self.PASS
+        self._flowing.set()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._flowing.set()
+        for sock in self._sockets:
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while not self._closed.is_set():
+                client, _ = self._listener.accept()
+                server = socket.socket(self._target[0], socket.SOCK_STREAM)
+                server.connect(self._target[1])
+                self._sockets += [client, server]
+                for source, sink in ((client, server), (server, client)):
+                    threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while not self._closed.is_set():
+                if not self._flowing.wait(0.1):
+                    continue  # frozen: read nothing, the bytes wait in the kernel
+                readable, _, _ = select.select([source], [], [], 0.1)
+                if not readable:
+                    continue
+                if self._mode == self.HOLD:
+                    continue
+                data = source.recv(65536)
+                if not data:
+                    break
+                if self._mode == self.DROP:
+                    self.dropped_bytes += len(data)
+                    continue
+                sink.sendall(data)
+        if not self._closed.is_set():
+            _close(source, sink)

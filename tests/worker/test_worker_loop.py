@@ -135,7 +135,7 @@ def test_only_registered_types_are_claimed() -> None:
     assert status_of(store, foreign.id) is Status.QUEUED
 
 
-def test_async_handlers_run_on_the_slot_threads_loop() -> None:
+def test_async_handlers_run_on_an_attempt_thread_of_their_slot() -> None:
     registry = Registry("test")
 
     async def nap(ctx: JobContext) -> Mapping[str, Any]:

@@ -87,3 +87,56 @@ def test_the_workers_sessions_commit_synchronously_unless_told_not_to(
             assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
     finally:
         container.shutdown_resources()
+
+
+@pytest.mark.slow
+def test_a_256_mb_report_fails_its_job_quickly_and_the_jobs_behind_it_run(
+    pg_url: str, pg_store: PostgresJobStore
+) -> None:
+    """Issue 11: PostgreSQL refuses such a report (SQLSTATE 54000), which was taken for an
+    outage: the outcome was retried "until written" while the job held the only slot."""
+
+    def huge(ctx: JobContext) -> Mapping[str, Any]:
+        return {"blob": "x" * (256 * 1024 * 1024)}
+
+    registry = compose([demo])
+    registry.register(JobType("huge", huge))
+    service = JobService(pg_store, registry, SystemClock())
+    bad = service.enqueue(ORG, "huge").job
+    behind = service.enqueue_many(ORG, "noop", [{}] * 5)
+    with running(_worker(pg_url, service, concurrency=1)):
+        wait_until(lambda: job_of(pg_store, bad.id).status is Status.FAILED, 60, "the failure")
+        wait_until(lambda: all(job_of(pg_store, j.id).status is Status.DONE for j in behind), 30)
+    failed = job_of(pg_store, bad.id)
+    assert failed.attempts == 1
+    assert failed.error is not None
+    assert "more than the 1.0 MiB a job may hold" in failed.error
+    assert failed.report is not None
+    assert failed.report["exception_type"] == "DocumentTooLarge"
+
+
+def test_a_progress_document_the_store_refuses_fails_the_attempt_at_once(
+    pg_url: str, pg_store: PostgresJobStore
+) -> None:
+    """A refusal (here jsonb refusing a NUL, SQLSTATE 22P05) is not an outage: the handler gets
+    StoreRefused at once instead of a progress silently dropped, and the job is not retried."""
+    seen: list[str] = []
+
+    def odd_progress(ctx: JobContext) -> None:
+        try:
+            ctx.report_progress(1, 2, force=True, cell="a\x00b")
+        except Exception as error:
+            seen.append(type(error).__name__)
+            raise
+
+    registry = compose([demo])
+    registry.register(JobType("odd_progress", odd_progress))
+    service = JobService(pg_store, registry, SystemClock())
+    job = service.enqueue(ORG, "odd_progress").job
+    with running(_worker(pg_url, service)):
+        wait_until(lambda: job_of(pg_store, job.id).status is Status.FAILED, 20)
+    assert seen == ["StoreRefused"]
+    failed = job_of(pg_store, job.id)
+    assert failed.attempts == 1
+    assert failed.error is not None
+    assert failed.error.startswith("StoreRefused: the job store refused the data (SQLSTATE 22")

@@ -19,6 +19,7 @@ from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers
 from jobs_api.routes import router
+from jobs_api.schedules import router as schedules_router
 from jobs_api.sessions import install_session_handlers
 from jobs_api.sessions import router as sessions_router
 
@@ -98,6 +99,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)
+    if store == "postgres":  # schedules and settings live in PostgreSQL tables
+        app.include_router(schedules_router)
     if imports is not None:
         app.include_router(imports_router)
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]

@@ -133,6 +133,9 @@ def build_parser(with_worker_options: bool = True) -> argparse.ArgumentParser:
     _add_server_commands(sub, with_worker_options)
     _add_token_commands(sub)
     _add_job_commands(sub)
+    from jobs_cli.maintenance_parser import add_maintenance_commands
+
+    add_maintenance_commands(sub, _add, _org)
     return parser
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,8 +29,9 @@ def _database_url(url: str | None, data_dir: Path | str) -> str:
     return resolve_database_url(url, Path(data_dir))
 
 
-def _engine(url: str, synchronous_commit: bool) -> Iterator[Engine]:
+def _engine(url: str, synchronous_commit: bool, store_timeout_s: float) -> Iterator[Engine]:
     from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
+    from jobs_postgres.deadlines import abort_stuck_calls, bounded_session_settings
 
     # No pre-ping: it costs a round trip before every claim and every completion batch, and
     # the worker needs no such guard: a call on a connection the server dropped fails as
@@ -40,14 +42,36 @@ def _engine(url: str, synchronous_commit: bool) -> Iterator[Engine]:
     # Without synchronous commit (JOBS_SYNCHRONOUS_COMMIT=0; on by default) a commit does not
     # wait for its WAL flush: a crash of the PostgreSQL server (never of the worker) may then
     # forget the last claims and outcomes, and a job may run twice; see WorkerSettings.
-    settings = dict(WORKER_SESSION_SETTINGS)
+    # Every wait is bounded by store_timeout_s (the lease fence's argument, docs/worker.md):
+    # statement and lock timeouts, keepalives and a TCP user timeout, and a watchdog that
+    # aborts a call whose link went silent (jobs_postgres.deadlines).
+    settings = {**WORKER_SESSION_SETTINGS, **bounded_session_settings(store_timeout_s * 0.8)}
     if not synchronous_commit:
         settings["synchronous_commit"] = "off"
-    engine = create_engine(url, pool_pre_ping=False, session_settings=settings)
+    engine = create_engine(
+        url,
+        pool_pre_ping=False,
+        session_settings=settings,
+        pool_timeout=max(1.0, store_timeout_s),
+        connect_args=_connect_args(store_timeout_s, settings),
+    )
+    abort_stuck_calls(engine, store_timeout_s)
     try:
         yield engine
     finally:
         engine.dispose()
+
+
+def _connect_args(store_timeout_s: float, session: Mapping[str, str]) -> dict[str, Any]:
+    from jobs_postgres.deadlines import bounded_connect_args
+
+    startup = {"timezone": "UTC", **session}
+    return {
+        "options": " ".join(f"-c {name}={value}" for name, value in startup.items()),
+        # libpq counts whole seconds, at least 2
+        "connect_timeout": max(2, math.ceil(store_timeout_s)),
+        **bounded_connect_args(store_timeout_s),
+    }
 
 
 def _postgres_store(engine: Engine) -> JobStore:
@@ -73,7 +97,14 @@ def worker_config(values: Mapping[str, Any]) -> WorkerConfig:
         poll_interval_s=settings.poll_interval_s,
         cancel_check_s=settings.cancel_check_s,
         shutdown_grace_s=settings.shutdown_grace_s,
+        lease_margin_s=settings.effective_lease_margin_s,
+        timeout_grace_s=settings.timeout_grace_s,
     )
+
+
+def store_timeout(values: Mapping[str, Any]) -> float:
+    """The bound of every store call of the worker (``effective_store_timeout_s``)."""
+    return WorkerSettings.model_validate(dict(values)).effective_store_timeout_s
 
 
 class Container(containers.DeclarativeContainer):
@@ -89,7 +120,8 @@ class Container(containers.DeclarativeContainer):
     database_url = providers.ThreadSafeSingleton(
         _database_url, config.database_url, config.data_dir
     )
-    engine = providers.Resource(_engine, database_url, config.synchronous_commit)
+    store_timeout_s = providers.Callable(store_timeout, config)
+    engine = providers.Resource(_engine, database_url, config.synchronous_commit, store_timeout_s)
     store = providers.ThreadSafeSingleton(_postgres_store, engine)
     wakeup = providers.Factory(_postgres_wakeup, database_url)
     """A LISTEN connection; the worker closes it when it stops."""

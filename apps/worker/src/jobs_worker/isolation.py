@@ -84,6 +84,7 @@ def isolate(
             out.register(_isolated(declared, registries, env, kill_grace_s))
         else:
             out.register(declared)
+    out.schedules.extend(registry.schedules)  # the modules' declared schedules stay
     return out
 
 

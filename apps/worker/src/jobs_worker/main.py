@@ -26,6 +26,7 @@ from typing import Any
 from jobs_core import DuplicateJobType, Registry
 from pydantic import ValidationError
 
+from jobs_worker import worker as worker_module
 from jobs_worker.containers import build_container
 from jobs_worker.logs import configure_logging, log_event
 from jobs_worker.registries import (
@@ -34,6 +35,7 @@ from jobs_worker.registries import (
     shipped_registries,
     worker_registry,
 )
+from jobs_worker.scheduler import Maintenance, running_scheduler
 from jobs_worker.settings import WorkerSettings
 from jobs_worker.worker import Worker
 
@@ -43,6 +45,10 @@ EXIT_OK = 0
 EXIT_CRASHED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
+EXIT_WEDGED = worker_module.EXIT_WEDGED
+"""A handler overran its timeout and did not stop within ``JOBS_TIMEOUT_GRACE_S``."""
+EXIT_FENCED = worker_module.EXIT_FENCED
+"""The worker could not prove its leases and a fenced handler did not stop in time."""
 
 ENVIRONMENT_HELP = """\
 environment (prefix JOBS_; an option given on the command line wins):
@@ -58,11 +64,19 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_HANDLERS_DIR       --handlers-dir (a directory of <id>/manifest.yaml subprocess handlers)
   JOBS_ISOLATED_TYPES     types run in a child process (comma-separated; default import_csv; - none)
   JOBS_CHILD_KILL_GRACE_S seconds between SIGTERM and SIGKILL of an isolated child (default 5)
+  JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
+  JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
+  JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout
+  JOBS_TIMEOUT_GRACE_S    --timeout-grace
   JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
 
 signals:
   SIGTERM/SIGINT once: stop claiming, let running jobs finish, exit 0. Twice (or when the grace
   period ends): cancel what still runs and hand those jobs back to the queue, then exit 0.
+
+exit codes (a supervisor restarts the worker on any but 0 and 2; see docs/worker.md):
+  0 stopped  1 crashed  2 bad settings  4 a handler overran its timeout + JOBS_TIMEOUT_GRACE_S
+  5 fenced: its lease could not be proven and a handler would not stop
 """
 
 
@@ -165,6 +179,33 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         f"and handed back (JOBS_SHUTDOWN_GRACE_S, default {_default('shutdown_grace_s'):g})",
     )
     group.add_argument(
+        "--lease-margin",
+        dest="lease_margin_s",
+        type=_positive_float,
+        metavar="S",
+        help="a handler whose lease could not be proven for (sweep threshold - S) seconds is "
+        "cancelled and claiming stops; the process exits (code 5) if it has not stopped S/2 "
+        "later (JOBS_LEASE_MARGIN_S, default a fifth of the sweep threshold)",
+    )
+    group.add_argument(
+        "--store-timeout",
+        dest="store_timeout_s",
+        type=_positive_float,
+        metavar="S",
+        help="the longest any database call of the worker may wait: statement/lock timeouts, "
+        "TCP keepalives, a watchdog for a silent link "
+        f"(JOBS_STORE_TIMEOUT_S, default {_default('store_timeout_s'):g})",
+    )
+    group.add_argument(
+        "--timeout-grace",
+        dest="timeout_grace_s",
+        type=_positive_float,
+        metavar="S",
+        help="how long a handler past its type's timeout may keep its slot before the worker "
+        "hands its other jobs back and exits with code 4 "
+        f"(JOBS_TIMEOUT_GRACE_S, default {_default('timeout_grace_s'):g})",
+    )
+    group.add_argument(
         "--demo-types",
         dest="demo_types",
         action=argparse.BooleanOptionalAction,
@@ -217,6 +258,9 @@ _OPTION_FIELDS = (
     "poll_interval_s",
     "cancel_check_s",
     "shutdown_grace_s",
+    "lease_margin_s",
+    "store_timeout_s",
+    "timeout_grace_s",
     "demo_types",
     "extra_registries",
     "log_level",
@@ -316,12 +360,15 @@ def run_worker(
             except (ValueError, DuplicateJobType) as error:  # a module's setting; a type twice
                 raise ConfigurationError(str(error)) from None
         registry = isolate_types(registry, settings, extra_registries, shipped_modules)
+        maintenance = Maintenance()  # the built-in jobs.purge type (issue 17)
+        registry = compose([registry, maintenance.registry])
         container = build_container(settings, registry)
         try:
             worker = container.worker()
-            if handle_signals and threading.current_thread() is threading.main_thread():
-                return _run_with_signals(worker)
-            return worker.run()
+            with running_scheduler(container.engine, registry, maintenance, container.clock()):
+                if handle_signals and threading.current_thread() is threading.main_thread():
+                    return _run_with_signals(worker)
+                return worker.run()
         finally:
             container.shutdown_resources()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -26,6 +26,16 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_CANCEL_CHECK_S``: how often running jobs are checked for a cancellation request.
     - ``JOBS_SHUTDOWN_GRACE_S``: after SIGTERM/SIGINT, how long running jobs may take to finish
       before they are cancelled and handed back to the queue.
+    - ``JOBS_LEASE_MARGIN_S``: a running handler whose lease the worker could not prove (no
+      heartbeat written) for ``sweep threshold - margin`` is cancelled and the worker stops
+      claiming; if the handler has not stopped ``margin / 2`` later the process exits (code 5).
+      Default: a fifth of the threshold (docs/worker.md, "The lease fence").
+    - ``JOBS_STORE_TIMEOUT_S``: the longest a store call of the worker may wait (statement and
+      lock timeouts, TCP keepalives and user timeout, and a watchdog for a silent link); at most
+      ``threshold - margin - heartbeat`` is used, so a healthy worker never fences itself.
+    - ``JOBS_TIMEOUT_GRACE_S``: how long a handler that overran its type's timeout (its attempt
+      already failed) may keep its slot before the worker stops claiming, hands its other jobs
+      back and exits with code 4 for its supervisor to restart it.
     - ``JOBS_DEMO_TYPES``: register the demo types (``noop``, ``sleep``, ``fail``, ``crash``).
     - ``JOBS_EXTRA_REGISTRIES``: comma-separated ``module:attribute`` paths of more registries
       (a deployment's own job types, without editing this package).
@@ -55,6 +65,9 @@ class WorkerSettings(BaseSettings):
     poll_interval_s: float = Field(default=1.0, gt=0, le=60)
     cancel_check_s: float = Field(default=1.0, gt=0, le=60)
     shutdown_grace_s: float = Field(default=30.0, ge=0)
+    lease_margin_s: float | None = Field(default=None, gt=0)
+    store_timeout_s: float = Field(default=10.0, gt=0)
+    timeout_grace_s: float = Field(default=30.0, gt=0)
     demo_types: bool = False
     extra_registries: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -91,6 +104,36 @@ class WorkerSettings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_lease_timing(self) -> WorkerSettings:
+        """The inequality of docs/worker.md ("The lease fence"), checked at start:
+        heartbeat + store timeout + margin <= sweep threshold."""
+        room = self.sweep_threshold_s - self.effective_lease_margin_s - self.effective_heartbeat_s
+        if room < 0.05:
+            raise ValueError(
+                f"the lease margin ({self.effective_lease_margin_s:g} s) leaves no time for a"
+                f" heartbeat ({self.effective_heartbeat_s:g} s) and a store call within the sweep"
+                f" threshold ({self.sweep_threshold_s:g} s): heartbeat + store timeout + margin"
+                " must fit in the threshold; lower JOBS_LEASE_MARGIN_S or raise"
+                " JOBS_SWEEP_THRESHOLD_S"
+            )
+        return self
+
+    @property
+    def effective_lease_margin_s(self) -> float:
+        """The lease margin used: ``lease_margin_s``, or a fifth of the sweep threshold."""
+        if self.lease_margin_s is not None:
+            return self.lease_margin_s
+        return self.sweep_threshold_s / 5
+
+    @property
+    def effective_store_timeout_s(self) -> float:
+        """The store call bound used: ``store_timeout_s``, at most what is left of the
+        threshold after the margin and one heartbeat period (so a slow but healthy link never
+        fences a worker)."""
+        room = self.sweep_threshold_s - self.effective_lease_margin_s - self.effective_heartbeat_s
+        return min(self.store_timeout_s, room)
 
     @property
     def effective_heartbeat_s(self) -> float:

@@ -13,11 +13,15 @@ Threads (decision 0001 and 0006):
 - the **listener** turns :class:`~jobs_core.ports.Wakeup` signals (LISTEN/NOTIFY) into claims;
 - the **monitor** checks running jobs for cancellation requests (every ``cancel_check_s``) and
   heartbeats them (every ``heartbeat_s``); a job whose lease is gone gets its context cancelled;
-- the **sweeper** re-queues or fails zombies at start and every ``sweep_interval_s``.
+- the **sweeper** re-queues or fails zombies at start and every ``sweep_interval_s``;
+- the **fence** (:mod:`jobs_worker.fence`) cancels the handlers whose lease could not be proven
+  in time and stops the claims until the store answers (docs/worker.md, "The lease fence").
 
 Every store call is guarded: an outage is logged, retried with exponential backoff (capped) and
-never kills the worker; an outcome that cannot be written is retried until it is written or its
-lease is gone. See :meth:`Worker.stop` for shutdown.
+never kills the worker; an outcome that cannot be written through an outage is retried until it
+is written or its lease is gone, one the store refuses (``StoreRefused``) is replaced by a short
+failure. A handler past its timeout keeps its slot until it stops (docs/worker.md, "Timeouts").
+See :meth:`Worker.stop` for shutdown.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
+import os
 import queue
 import threading
 import time
@@ -45,12 +50,14 @@ from jobs_core import (
     JobService,
     Outcome,
     Requeue,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
     Wakeup,
 )
 from jobs_core.runner import execute, short_error
 
+from jobs_worker.fence import LeaseFence
 from jobs_worker.logs import log_event
 
 log = logging.getLogger("jobs.worker")
@@ -76,14 +83,27 @@ _HANDED_BACK = "the worker shut down before the job finished"
 
 _LISTEN_WAIT_S = 0.5
 
+EXIT_WEDGED = 4
+"""The exit code of a worker one of whose handlers overran its timeout by more than
+``timeout_grace_s`` (docs/worker.md, "Timeouts"): its other jobs were handed back, its
+supervisor starts a new process (the only way to stop that code)."""
+
+EXIT_FENCED = 5
+"""The exit code of a worker that fenced itself and whose handlers would not stop in time
+(docs/worker.md, "The lease fence"): its supervisor starts a new one."""
+
 
 def is_outage(error: BaseException) -> bool:
     """True when ``error``, or what explicitly caused it (``raise … from``), says the store is
     unreachable. The implicit ``__context__`` is not followed: a bug raised while an outage
-    was being handled is still a bug, and retrying it forever would hide it."""
+    was being handled is still a bug, and retrying it forever would hide it. A
+    :class:`StoreRefused` is never one, whatever driver error caused it: the store refused the
+    data, and it would refuse it again."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
+        if isinstance(current, StoreRefused):
+            return False
         if isinstance(current, OUTAGE_ERRORS):
             return True
         seen.add(id(current))
@@ -96,6 +116,11 @@ class WorkerConfig:
     """How a :class:`Worker` paces itself (all durations in seconds of real time).
 
     ``backoff_initial_s`` / ``backoff_cap_s`` bound the retries of a store call during an outage.
+    ``timeout_grace_s``: how long a handler still running after its timeout may keep its slot
+    before the worker exits with :data:`EXIT_WEDGED`.
+    ``lease_margin_s`` (default: a fifth of ``sweep_threshold_s``): a handler whose lease was
+    not proven for ``sweep_threshold_s - lease_margin_s`` is cancelled, and the process exits
+    if it has not stopped ``lease_margin_s / 2`` later (:mod:`jobs_worker.fence`).
     """
 
     concurrency: int = 1
@@ -107,6 +132,15 @@ class WorkerConfig:
     shutdown_grace_s: float = 30.0
     backoff_initial_s: float = 0.1
     backoff_cap_s: float = 5.0
+    lease_margin_s: float | None = None
+    timeout_grace_s: float = 30.0
+
+    @property
+    def margin_s(self) -> float:
+        """The lease margin in use (``lease_margin_s``, or a fifth of the threshold)."""
+        if self.lease_margin_s is not None:
+            return self.lease_margin_s
+        return self.sweep_threshold_s / 5
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
@@ -119,11 +153,19 @@ class WorkerConfig:
             "cancel_check_s",
             "backoff_initial_s",
             "backoff_cap_s",
+            "timeout_grace_s",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0")
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
+        if not 0 < self.margin_s < self.sweep_threshold_s - self.heartbeat_s:
+            raise ValueError(
+                f"lease_margin_s ({self.margin_s:g}) must be > 0 and leave room for a heartbeat"
+                f" within the sweep threshold: heartbeat_s + lease_margin_s <"
+                f" sweep_threshold_s ({self.heartbeat_s:g} + {self.margin_s:g} <"
+                f" {self.sweep_threshold_s:g}); lower the margin or the heartbeat"
+            )
 
 
 class _Phase(enum.Enum):
@@ -141,6 +183,8 @@ class _Attempt:
     started: float
     phase: _Phase = _Phase.EXECUTING
     cancel_requested: bool = False
+    fenced: str | None = None  # the reason, when the lease fence cancelled the handler
+    overrun: threading.Thread | None = None  # the handler's thread, still running past timeout
 
     @property
     def ref(self) -> AttemptRef:
@@ -190,7 +234,8 @@ class _Retry:
 class Worker:
     """Runs the registered job types of ``service`` on ``config.concurrency`` slots.
 
-    ``run()`` blocks until the worker has stopped and returns the process exit code (0);
+    ``run()`` blocks until the worker has stopped and returns the process exit code (0, or
+    :data:`EXIT_WEDGED` when a handler overran its timeout beyond the grace);
     ``stop()`` may be called from any thread (a signal handler included).
     """
 
@@ -221,6 +266,13 @@ class Worker:
         self._last_claim = time.monotonic()
         self._started = False
         self.stats = {"claimed": 0, "completed": 0, "lost": 0, "handed_back": 0}
+        self.fence = LeaseFence(
+            cfg.sweep_threshold_s - cfg.margin_s, cfg.margin_s / 2, self._fence_wedged
+        )
+        self.exit_code = 0
+        self.hard_exit: Any = os._exit
+        """Called with :data:`EXIT_FENCED` when fenced handlers will not stop (tests replace
+        it); the default ends the process at once, every thread with it."""
 
     # -- public ---------------------------------------------------------------------------------
     def run(self) -> int:
@@ -248,12 +300,13 @@ class Worker:
             self._thread(self._monitor_main, "jobs-monitor"),
             self._thread(self._sweeper_main, "jobs-sweeper"),
         ]
+        self.fence.start()
         self._maybe_work.set()
         try:
             self._claim_loop()
         finally:
             self._shutdown(slots, completer, housekeeping)
-        return 0
+        return self.exit_code
 
     def stop(self, graceful: bool = True) -> None:
         """Stop claiming; running jobs finish (``graceful``) or are cancelled and handed back.
@@ -288,7 +341,11 @@ class Worker:
                 with self._lock:
                     free = cfg.concurrency - self._executing
                 since = time.monotonic() - self._last_claim
-                due = free > 0 and (self._maybe_work.is_set() or since >= cfg.poll_interval_s)
+                due = (
+                    free > 0
+                    and self.fence.claiming_allowed
+                    and (self._maybe_work.is_set() or since >= cfg.poll_interval_s)
+                )
                 if due:
                     try:
                         self._claim(free)
@@ -308,6 +365,7 @@ class Worker:
         self._maybe_work.clear()
         self._last_claim = time.monotonic()
         finished: list[Job | None] = []
+        sent = time.monotonic()  # the claim's sign of life is no older than this
         try:
             if completions:
                 finished, jobs = self.service.complete_and_claim(
@@ -321,7 +379,7 @@ class Worker:
         if len(jobs) == free:
             self._maybe_work.set()  # a full batch: there may be more behind it
         for job in jobs:
-            self._start(job)
+            self._start(job, sent)
         if completions:
             self._completed(completions, finished)
 
@@ -338,7 +396,7 @@ class Worker:
         with self._lock:
             free = self.config.concurrency - self._executing
         batch = own + self._waiting_done(_MAX_BATCH - len(own))
-        if free <= 0 or not self._maybe_work.is_set():
+        if free <= 0 or not self._maybe_work.is_set() or not self.fence.claiming_allowed:
             for completion in batch:
                 self._completions.put(completion)
             return False
@@ -373,12 +431,18 @@ class Worker:
             self._completions.put(completion)
         return taken
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, proven_at: float) -> None:
         attempt = _Attempt(job, self._context(job), time.monotonic())
         with self._lock:
             self._held[job.id] = attempt
             self._executing += 1
             self.stats["claimed"] += 1
+
+        def fence(reason: str) -> None:
+            attempt.fenced = reason
+            attempt.ctx.cancel(reason)
+
+        self.fence.track(job.id, proven_at, fence)
         # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
         # attempt, duration and outcome). A second line per job cost a quarter of the worker's
         # CPU per job of a drain (bench/NOTES.md §3); which job a crashed worker was running
@@ -399,6 +463,10 @@ class Worker:
         ref = job.ref
 
         def save_progress(document: Mapping[str, Any]) -> bool:
+            if not self.fence.claiming_allowed:
+                # The link is known silent: a write would only block the handler, which must
+                # be free to see its cancellation (docs/worker.md, "The lease fence").
+                return True
             try:
                 return self.store.save_progress(ref, dict(document), self.clock.now())
             except Exception as error:
@@ -420,6 +488,18 @@ class Worker:
     def _slot_main(self) -> None:
         while (attempt := self._slots.get()) is not None:
             outcome = self._execute(attempt)
+            self.fence.stopped(attempt.job.id)
+            if attempt.fenced and isinstance(outcome, Cancelled) and not attempt.cancel_requested:
+                # Stopped by the fence, not by anyone's request: back to the queue, the attempt
+                # refunded (written if the link returns before the sweep takes the job).
+                outcome = Requeue(
+                    run_at=self.clock.now(), error=attempt.fenced[:500], refund_attempt=True
+                )
+            if attempt.overrun is not None:
+                completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
+                if not self._linger(attempt, completion, attempt.overrun):
+                    return  # the worker is wedged and exits; this thread stays with the code
+                continue
             completion = _Completion(attempt, outcome, time.monotonic() - attempt.started)
             # While work is known to wait, the slot claims for the free slots itself, its
             # outcome in the same round trip. It holds the claim lock from here: a stopping
@@ -463,13 +543,61 @@ class Worker:
         job = attempt.job
         try:
             job_type = self.service.registry.get(job.type)
-            return execute(job_type, attempt.ctx, self.clock.now)
+
+            def overrun(thread: threading.Thread) -> None:
+                attempt.overrun = thread
+
+            return execute(job_type, attempt.ctx, self.clock.now, on_overrun=overrun)
         except UnknownJobType as error:
             return Failed(error=str(error), report={"exception_type": "UnknownJobType"})
         except BaseException as error:  # SystemExit or the like from a handler: the job fails
             return Failed(
                 error=short_error(error), report={"exception_type": type(error).__qualname__}
             )
+
+    def _linger(self, attempt: _Attempt, completion: _Completion, thread: threading.Thread) -> bool:
+        """The handler overran its timeout: its failure is written now, but its slot stays
+        counted as busy until its code really stops (no hidden oversubscription). Past
+        ``timeout_grace_s`` the worker is wedged (:meth:`_wedged`); False then."""
+        with self._lock:
+            if attempt.phase is not _Phase.HANDED_BACK:
+                attempt.phase = _Phase.COMPLETING
+                self._completions.put(completion)
+        grace = self.config.timeout_grace_s
+        log_event(
+            log,
+            logging.WARNING,
+            "job.overrun",
+            job_id=attempt.job.id,
+            type=attempt.job.type,
+            grace_s=grace,
+            note="failed at its timeout; its slot stays busy until the handler's code stops",
+        )
+        deadline = time.monotonic() + grace
+        while thread.is_alive():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._wedged(
+                    f"the handler of job {attempt.job.id} ({attempt.job.type}) still runs"
+                    f" {grace:g} s after its timeout"
+                )
+                return False
+            thread.join(min(remaining, 0.5))
+        with self._lock:
+            self._executing -= 1
+            self._idle.notify_all()
+        self._kick.set()
+        return True
+
+    def _wedged(self, reason: str) -> None:
+        """A handler will not stop: stop claiming, hand the other jobs back, exit with
+        :data:`EXIT_WEDGED` so the supervisor starts a fresh process."""
+        with self._lock:
+            if self.exit_code:
+                return
+            self.exit_code = EXIT_WEDGED
+        log_event(log, logging.CRITICAL, "worker.wedged", code=EXIT_WEDGED, reason=reason)
+        self.stop(graceful=False)
 
     # -- completions ----------------------------------------------------------------------------
     def _completer_main(self) -> None:
@@ -509,6 +637,7 @@ class Worker:
                 self._give_up_writes.wait(delay)
                 continue
             retry.succeeded()
+            self.fence.link_ok()
             self._completed(batch, jobs)
             return
 
@@ -687,7 +816,9 @@ class Worker:
             held = list(self._held.values())
         if not held:
             return set()
+        sent = time.monotonic()  # the beat written is no older than this
         alive = self.store.heartbeat([a.ref for a in held], self.clock.now())
+        self.fence.proved(alive, sent)
         for attempt in held:
             # Only a job still executing can have lost its lease unseen: a completing one is
             # being written (the write itself is fenced), a handed-back one was given away.
@@ -789,6 +920,7 @@ class Worker:
         self._halt.set()
         for thread in housekeeping:
             thread.join(5.0)
+        self.fence.close()
         self.wakeup.close()
         stats = dict(self.stats)
         log_event(
@@ -852,6 +984,14 @@ class Worker:
         with self._lock:
             for attempt in attempts:
                 self._held.pop(attempt.job.id, None)
+
+    def _fence_wedged(self, reason: str) -> None:
+        """Fenced handlers would not stop: end the process before another worker may run their
+        jobs (the sweep re-queues them; the supervisor starts a new worker)."""
+        log_event(log, logging.CRITICAL, "worker.fenced_exit", code=EXIT_FENCED, reason=reason)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        self.hard_exit(EXIT_FENCED)
 
     @staticmethod
     def _thread(target: Any, name: str) -> threading.Thread:

@@ -22,6 +22,7 @@ from jobs_core.domain import (
 )
 from jobs_core.errors import (
     DedupConflict,
+    DocumentTooLarge,
     DuplicateJobType,
     InvalidTransition,
     JobCancelled,
@@ -29,6 +30,7 @@ from jobs_core.errors import (
     JobsError,
     JobTimeout,
     PayloadInvalid,
+    StoreRefused,
     StoreUnavailable,
     UnknownJobType,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "Clock",
     "DedupConflict",
     "DedupScope",
+    "DocumentTooLarge",
     "Done",
     "DuplicateJobType",
     "Enqueued",
@@ -74,6 +77,7 @@ __all__ = [
     "Requeue",
     "RetryPolicy",
     "Status",
+    "StoreRefused",
     "StoreUnavailable",
     "SweepReport",
     "SystemClock",

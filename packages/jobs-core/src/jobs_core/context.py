@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core.domain import Job
-from jobs_core.errors import JobCancelled
+from jobs_core.errors import DocumentTooLarge, JobCancelled
+from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 
 ProgressSink = Callable[[Mapping[str, Any]], bool]
 """Writes a progress document for the running attempt; False when the attempt lost its lease."""
@@ -70,7 +71,8 @@ class JobContext:
 
         Writes are skipped while the previous one is younger than the throttle interval, unless
         ``force`` (use it for a checkpoint that must be durable). Losing the lease (the job was
-        swept and claimed by another worker) marks this attempt cancelled.
+        swept and claimed by another worker) marks this attempt cancelled. A document over
+        :data:`jobs_core.limits.DOCUMENT_MAX_BYTES` raises :class:`DocumentTooLarge`.
         """
         with self._lock:
             tick = self._monotonic()
@@ -87,6 +89,13 @@ class JobContext:
         if total is not None:
             document["total"] = total
         document["updated_at"] = self._now().isoformat()
+        size = oversize(document)
+        if size is not None:
+            raise DocumentTooLarge(
+                f"progress document over {describe_size(size - 1)} of JSON, more than the"
+                f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: report counts and"
+                " checkpoints, not data"
+            )
         if not self._sink(document):
             self.cancel("lease lost: the job was swept and taken by another attempt")
             return False

@@ -62,6 +62,25 @@ class StoreUnavailable(JobsError):
     """The job store cannot be reached (connection lost, server restarting); retry later."""
 
 
+class StoreRefused(JobsError):
+    """The job store refused the data itself: a value too large, malformed or out of range
+    (PostgreSQL SQLSTATE class 22 "data exception" or 54 "program limit exceeded").
+
+    Unlike :class:`StoreUnavailable` this is permanent: the same request fails the same way
+    on every try, so it is never retried. Callers turn it into a refusal of the request (the
+    API answers 422 or 413, an import records a row error, the worker fails the attempt).
+    ``sqlstate`` is the server's error code when there is one.
+    """
+
+    def __init__(self, message: str | None = None, *, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class DocumentTooLarge(JobsError):
+    """A report or progress document is over :data:`jobs_core.limits.DOCUMENT_MAX_BYTES`."""
+
+
 class JobCancelled(JobsError):
     """The job was cancelled while it ran."""
 

@@ -15,6 +15,7 @@ from jobs_core.context import JobContext
 from jobs_core.domain import DedupScope, Job, NewJob
 from jobs_core.errors import DuplicateJobType, PayloadInvalid, UnknownJobType
 from jobs_core.retry import RetryPolicy
+from jobs_core.schedules import Schedule
 
 HandlerResult = Mapping[str, Any] | None
 Handler = Callable[[JobContext], HandlerResult | Awaitable[HandlerResult]]
@@ -48,6 +49,8 @@ class JobType:
     - ``retry``: which errors re-queue with backoff (none by default);
     - ``timeout_s``: an attempt running longer fails as a timeout;
     - ``retention_days``: None keeps the rows forever (the default, spec 000 §1);
+    - ``keep_done`` / ``keep_failed``: keep only the latest N done / failed-or-cancelled
+      jobs of the type (None: no count limit; see :mod:`jobs_core.retention`);
     - ``protected``: the rows are domain history: never purged, never deletable;
     - ``public``: may be enqueued over HTTP by any authenticated org.
     """
@@ -65,6 +68,8 @@ class JobType:
     public: bool = False
     description: str = ""
     applies_to: tuple[str, ...] = ()
+    keep_done: int | None = None
+    keep_failed: int | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -80,6 +85,12 @@ class JobType:
             raise ValueError(f"{self.name}: retention_days must be >= 1")
         if self.protected and self.retention_days is not None:
             raise ValueError(f"{self.name}: a protected type is never purged (no retention_days)")
+        for keep in ("keep_done", "keep_failed"):
+            value = getattr(self, keep)
+            if value is not None and value < 0:
+                raise ValueError(f"{self.name}: {keep} must be >= 0")
+            if value is not None and self.protected:
+                raise ValueError(f"{self.name}: a protected type is never purged (no {keep})")
 
     def validate_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
         """The payload checked by the type's schema (any JSON object when it has none)."""
@@ -153,6 +164,13 @@ class Registry:
     def __init__(self, name: str = "") -> None:
         self.name = name
         self._types: dict[str, JobType] = {}
+        self.schedules: list[Schedule] = []
+        """Schedules the module declares in code (stored by the scheduler at its start)."""
+
+    def schedule(self, schedule: Schedule) -> Schedule:
+        """Declare a schedule of this module (see :mod:`jobs_core.schedules`)."""
+        self.schedules.append(schedule)
+        return schedule
 
     def register(self, job_type: JobType) -> JobType:
         """Add a job type; raise :class:`DuplicateJobType` if its name is taken."""
@@ -174,6 +192,7 @@ class Registry:
         """Add every type of a module's registry."""
         for job_type in other:
             self.register(job_type)
+        self.schedules.extend(other.schedules)
 
     def get(self, name: str) -> JobType:
         """The type named ``name``, or :class:`UnknownJobType`."""

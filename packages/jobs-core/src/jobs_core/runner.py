@@ -3,6 +3,12 @@
 The worker deployable owns slots, threads and signals; this module owns the rules: an uncaught
 exception is a definitive failure (spec 000), a declared-retryable one re-queues with backoff while
 attempts remain, a timeout fails the attempt, a cancellation ends the job ``cancelled``.
+
+Timeouts hold for every handler (docs/worker.md, "Timeouts"): a sync handler with a timeout and
+every async handler run on a thread of their own (an async one on its own event loop there), and
+the caller stops waiting at the timeout even if the handler never yields. The handler's code may
+still run after that (Python cannot kill a thread): ``on_overrun`` is then given its thread, so
+the worker can keep the slot counted as busy until that code really stops.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Any, cast
 from jobs_core.context import JobContext
 from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
 from jobs_core.errors import JobCancelled, JobTimeout
+from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
 
 log = logging.getLogger("jobs.runner")
@@ -26,18 +33,30 @@ log = logging.getLogger("jobs.runner")
 ERROR_MAX_CHARS = 500
 _TRACEBACK_MAX_CHARS = 8000
 _CANCEL_POLL_S = 0.05
+_ASYNC_TIMEOUT_SLACK_S = 0.1
+"""An async handler's own loop enforces its timeout first (a clean task cancellation); the
+caller stops waiting this much later, when that loop is blocked."""
 
-_thread_loops = threading.local()
+Overrun = Callable[[threading.Thread], None]
+"""Told the thread of a handler that is still running after its attempt timed out."""
 
 
-def execute(job_type: JobType, ctx: JobContext, now: datetime | Callable[[], datetime]) -> Outcome:
+def execute(
+    job_type: JobType,
+    ctx: JobContext,
+    now: datetime | Callable[[], datetime],
+    *,
+    on_overrun: Overrun | None = None,
+) -> Outcome:
     """Run the handler of ``ctx.job`` and return the outcome of this attempt.
 
     ``now`` may be a clock's ``now`` method: it is then read after the handler returns, so the
     backoff of a retryable error counts from the end of the attempt, not from its start.
+    ``on_overrun(thread)`` is called, before the timeout's outcome is returned, when the handler
+    did not stop at its timeout (its context is cancelled; the thread may still run).
     """
     try:
-        result = _call(job_type, ctx)
+        result = _call(job_type, ctx, on_overrun)
     except JobCancelled as cancelled:
         return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
     except Exception as error:
@@ -52,7 +71,22 @@ def execute(job_type: JobType, ctx: JobContext, now: datetime | Callable[[], dat
             error=f"handler returned {type(result).__name__}, expected a mapping or None",
             report={"exception_type": "TypeError"},
         )
-    return Done(report=dict(result) if result is not None else None)
+    report = dict(result) if result is not None else None
+    size = oversize(report)
+    if size is not None:
+        return Failed(
+            error=(
+                f"the handler's report is over {describe_size(size - 1)} of JSON, more than the"
+                f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: keep large results out of"
+                " the job (store them elsewhere, report a reference)"
+            ),
+            report={
+                "exception_type": "DocumentTooLarge",
+                "report_bytes_over": size - 1,
+                "limit_bytes": DOCUMENT_MAX_BYTES,
+            },
+        )
+    return Done(report=report)
 
 
 def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: datetime) -> Outcome:
@@ -78,13 +112,15 @@ def short_error(error: BaseException) -> str:
     return message[:ERROR_MAX_CHARS]
 
 
-def _call(job_type: JobType, ctx: JobContext) -> HandlerResult:
+def _call(job_type: JobType, ctx: JobContext, on_overrun: Overrun | None) -> HandlerResult:
     if inspect.iscoroutinefunction(job_type.handler):
-        return _call_async(job_type, ctx)
+        return _call_async(job_type, ctx, on_overrun)
     if job_type.timeout_s is None or getattr(job_type.handler, "enforces_timeout", False):
         # a handler that enforces the timeout itself (a child process it can kill)
         return _expect_sync(job_type.handler(ctx))
-    return _call_sync_with_timeout(job_type, ctx, job_type.timeout_s)
+    return _expect_sync(
+        _in_thread(lambda: job_type.handler(ctx), ctx, job_type.timeout_s, 0.0, on_overrun)
+    )
 
 
 def _expect_sync(result: object) -> HandlerResult:
@@ -93,39 +129,53 @@ def _expect_sync(result: object) -> HandlerResult:
     return cast(HandlerResult, result)
 
 
-def _call_sync_with_timeout(job_type: JobType, ctx: JobContext, timeout: float) -> HandlerResult:
-    """Run a sync handler in its own thread and stop waiting after ``timeout``.
+def _in_thread(
+    call: Callable[[], object],
+    ctx: JobContext,
+    timeout: float | None,
+    slack: float,
+    on_overrun: Overrun | None,
+) -> object:
+    """``call()`` on a thread of its own; stop waiting ``timeout + slack`` seconds later.
 
     Python cannot kill a thread: on timeout the context is cancelled (a cooperative handler stops
-    at its next check) and the attempt is failed now. Handlers that may hang in native code belong
-    in a subprocess.
+    at its next check), ``on_overrun`` gets the thread, and the attempt is failed now. Handlers
+    that may hang in native code belong in a subprocess.
     """
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["result"] = job_type.handler(ctx)
+            box["result"] = call()
         except BaseException as error:  # handed back to the calling thread
             box["error"] = error
 
-    thread = threading.Thread(target=target, name=f"job-{ctx.job.id}", daemon=True)
+    # Named after the calling thread (a worker's slot): it runs that slot's attempt, and the slot
+    # stays busy while it runs.
+    thread = threading.Thread(target=target, name=threading.current_thread().name, daemon=True)
     thread.start()
-    thread.join(timeout)
+    thread.join(None if timeout is None else timeout + slack)
     if thread.is_alive():
+        assert timeout is not None
         ctx.cancel(f"timed out after {timeout:g} s")
+        if on_overrun is not None:
+            on_overrun(thread)
         raise JobTimeout(f"timed out after {timeout:g} s")
     if "error" in box:
         raise box["error"]
-    return _expect_sync(box.get("result"))
+    return box.get("result")
 
 
-def _call_async(job_type: JobType, ctx: JobContext) -> HandlerResult:
-    runner: asyncio.Runner | None = getattr(_thread_loops, "runner", None)
-    if runner is None:
-        runner = asyncio.Runner()
-        _thread_loops.runner = runner
-    coroutine = cast(Awaitable[HandlerResult], job_type.handler(ctx))
-    return runner.run(_supervise(coroutine, ctx, job_type.timeout_s))
+def _call_async(job_type: JobType, ctx: JobContext, on_overrun: Overrun | None) -> HandlerResult:
+    """The handler on an event loop of its own, on a thread of its own: a handler that blocks
+    its loop (never awaits) cannot hide from its timeout, the caller's wait ends anyway."""
+
+    def run() -> HandlerResult:
+        coroutine = cast(Awaitable[HandlerResult], job_type.handler(ctx))
+        return asyncio.run(_supervise(coroutine, ctx, job_type.timeout_s))
+
+    timeout = job_type.timeout_s
+    return cast(HandlerResult, _in_thread(run, ctx, timeout, _ASYNC_TIMEOUT_SLACK_S, on_overrun))
 
 
 async def _supervise(

@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql as pgsql
 
 from jobs_postgres.database import libpq_url
+from jobs_postgres.deadlines import bounded_connect_args
 from jobs_postgres.sql import NEW_WORK_CHANNEL
 
 log = logging.getLogger("jobs.postgres.wakeup")
@@ -82,15 +83,13 @@ class PostgresWakeup:
 
     # -- the listener thread ----------------------------------------------------------------------
     def _connect(self) -> psycopg.Connection[tuple[object, ...]]:
-        # TCP keepalives: a listener on a silently dropped network learns it within a minute.
+        # TCP keepalives and a user timeout: a listener on a silently dropped network learns
+        # it within a minute (jobs_postgres.deadlines).
         conn = psycopg.connect(
             self._conninfo,
             autocommit=True,
             connect_timeout=5,
-            keepalives=1,
-            keepalives_idle=20,
-            keepalives_interval=5,
-            keepalives_count=4,
+            **{**bounded_connect_args(20.0), "keepalives_interval": 5, "keepalives_count": 4},
         )
         try:
             conn.execute(pgsql.SQL("LISTEN {}").format(pgsql.Identifier(self._channel)))

@@ -1,7 +1,7 @@
 """The event log of job changes (its triggers and its state row) and the browser sessions.
 
 Revision ID: 0002_events
-Revises: 0001_jobs
+Revises: 0004_schedules_retention
 Create Date: 2026-12-03
 
 - ``job_events``: one row per visible change of a ``jobs`` row, written by three statement-level
@@ -24,7 +24,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import BYTEA, TIMESTAMP, UUID
 
 revision: str = "0002_events"
-down_revision: str | None = "0001_jobs"
+down_revision: str | None = "0004_schedules_retention"  # main landed 0004 first
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,0 +1,41 @@
+"""Size limits of the documents a job carries (its report and its progress).
+
+A job's report and progress are JSON documents stored in its row: what the handler wants shown,
+not its output. A document far larger than that is refused here, before any store sees it, so
+an outcome can always be written (a report of 256 MB used to be retried "until written" while
+the job held its slot; issue 11). See docs/worker.md, "Document sizes".
+"""
+
+from __future__ import annotations
+
+import json
+
+DOCUMENT_MAX_BYTES = 1024 * 1024
+"""The largest report or progress document, as compact JSON (1 MiB)."""
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
+"""How the stores encode these documents (a value JSON cannot hold becomes its ``str``)."""
+
+
+def oversize(document: object, limit: int = DOCUMENT_MAX_BYTES) -> int | None:
+    """The encoded size of ``document`` if it is over ``limit`` bytes, else None.
+
+    Encoding stops as soon as the limit is passed (the size returned is then a lower bound,
+    marked by the caller as "over"), so a huge document costs little more than its largest
+    value. Sizes are counted in characters of the ASCII-escaped JSON, i.e. bytes.
+    """
+    size = 0
+    for chunk in _ENCODER.iterencode(document):
+        size += len(chunk)
+        if size > limit:
+            return size
+    return None
+
+
+def describe_size(size: int) -> str:
+    """``size`` bytes for a message: ``"2.0 MiB"``, ``"512 KiB"``, ``"12 bytes"``."""
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.1f} MiB"
+    if size >= 1024:
+        return f"{size // 1024} KiB"
+    return f"{size} bytes"
