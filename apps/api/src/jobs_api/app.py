@@ -13,16 +13,23 @@ from fastapi import APIRouter, FastAPI, Request
 
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container, serves_imports
+from jobs_api.events import router as events_router
 from jobs_api.guard import AuthenticateFirst, KeepConnectionOnError
+from jobs_api.job_types import router as job_types_router
 from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.problems import install_problem_handlers, unexpected_error
 from jobs_api.routes import router
 from jobs_api.schedules import router as schedules_router
+from jobs_api.sessions import install_session_handlers
+from jobs_api.sessions import router as sessions_router
 
 log = logging.getLogger("jobs.api")
 
 API_VERSION = "1.0.0"
+
+SHUTDOWN_GRACE_S = 5
+"""At shutdown, how long open responses (event streams) may run before they are cancelled."""
 
 UPLOAD_ENVELOPE_BYTES = 1024 * 1024
 """Room for the multipart envelope (boundaries, part headers, form fields) around an upload."""
@@ -56,12 +63,15 @@ def create_app(container: Container | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # Build the store at startup so a bad configuration fails the start, not a request.
         container.service()
+        if container.config.events():
+            await container.event_hub().start()  # the process's one reader of the event log
         # As many threads as the engine pools connections (containers._engine): a blocking
         # call never waits for a connection, and no connection is opened per request.
         to_thread.current_default_thread_limiter().total_tokens = threads
         try:
             yield
         finally:
+            container.event_hub().stop()
             container.shutdown_resources()
 
     app = FastAPI(
@@ -75,6 +85,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     )
     app.state.container = container
     install_problem_handlers(app)
+    install_session_handlers(app)
     path_limits: dict[str, int] = {}
     modules, store = container.config.modules(), container.config.store()
     imports = _imports_router() if serves_imports(modules, store) else None
@@ -88,7 +99,10 @@ def create_app(container: Container | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
     app.add_middleware(AuthenticateFirst, token_cache=container.token_cache)
+    app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
     app.include_router(router)
+    app.include_router(job_types_router)
+    app.include_router(sessions_router)
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)
     if imports is not None:
@@ -106,4 +120,12 @@ def serve(
     """Run the API with uvicorn until SIGINT/SIGTERM (the ``jobs api`` command)."""
     app = create_app(container)
     log.info("serving the jobs API on http://%s:%d", host, port)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    # An event stream never ends by itself: at shutdown, uvicorn waits this long for open
+    # responses, then cancels them (the clients reconnect with Last-Event-ID elsewhere).
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )

@@ -174,6 +174,14 @@ TOKEN_CACHE_MAX_ENTRIES = 10_000
 """The most live tokens one API process remembers at once (a few MB at most)."""
 
 
+class OrgLookup(Protocol):
+    """What a :class:`TokenCache` asks: the org of a live credential (token or session) by hash."""
+
+    def org_for(self, token_hash: str, /) -> str | None:
+        """The org of a live credential, or None."""
+        ...
+
+
 class TokenCache:
     """Which org a live token acts for, remembered for ``ttl_s`` seconds in this process.
 
@@ -189,7 +197,7 @@ class TokenCache:
 
     def __init__(
         self,
-        store: TokenStore,
+        store: OrgLookup,
         clock: Clock,
         ttl_s: float,
         max_entries: int = TOKEN_CACHE_MAX_ENTRIES,
@@ -234,6 +242,11 @@ class TokenCache:
         if org_id is not None:
             self._remember(token_hash, org_id, made_at)
         return org_id
+
+    def forget(self, token_hash: str) -> None:
+        """Drop what is remembered of a credential (a session signed out in this process)."""
+        with self._lock:
+            self._entries.pop(token_hash, None)
 
     def _remember(self, token_hash: str, org_id: str, made_at: datetime) -> None:
         with self._lock:
@@ -343,6 +356,14 @@ async def current_org(
     authenticated = _authenticated(request)
     if authenticated is not None:
         return authenticated
+    if credentials is None:
+        from jobs_api.sessions import session_cookie, session_org
+
+        cookie = session_cookie(request)
+        session = None if cookie is None else await session_org(request, cookie)
+        if session is None:
+            raise _unauthenticated()
+        return session
     token_hash = _token_hash(credentials)
     cache = _token_cache(request)
     org_id = cache.cached(token_hash)
@@ -362,6 +383,14 @@ def current_org_blocking(
     authenticated = _authenticated(request)
     if authenticated is not None:
         return authenticated
+    if credentials is None:
+        from jobs_api.sessions import session_cookie, session_org_blocking
+
+        cookie = session_cookie(request)
+        session = None if cookie is None else session_org_blocking(request, cookie)
+        if session is None:
+            raise _unauthenticated()
+        return session
     org_id = _token_cache(request).org_for(_token_hash(credentials))
     if org_id is None:
         raise _unauthenticated()
@@ -369,4 +398,5 @@ def current_org_blocking(
 
 
 CurrentOrgDep = Annotated[str, Depends(current_org)]
-"""The org the request acts for, resolved from ``Authorization: Bearer <token>``."""
+"""The org the request acts for, resolved from ``Authorization: Bearer <token>``, else from the
+browser session cookie (docs/sessions.md: a write must then send ``X-CSRF-Token``)."""

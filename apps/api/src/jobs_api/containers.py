@@ -18,10 +18,13 @@ from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
 
 from jobs_api.auth import InMemoryTokenStore, TokenCache, TokenStore
+from jobs_api.events import EventHub
+from jobs_api.sessions import InMemorySessionStore, SessionStore, session_cache_for
 from jobs_api.settings import ApiSettings
 
 if TYPE_CHECKING:
     from jobs_core import Clock
+    from jobs_core.events import EventFeed
     from jobs_imports.registry import ImportsModule
     from sqlalchemy import Engine
 
@@ -63,6 +66,24 @@ def _postgres_token_store(engine: Engine) -> TokenStore:
     from jobs_postgres.tokens import PostgresTokenStore
 
     return PostgresTokenStore(engine)
+
+
+def _postgres_session_store(engine: Engine, clock: Clock) -> SessionStore:
+    from jobs_postgres.sessions import PostgresSessionStore
+
+    return PostgresSessionStore(engine, clock)
+
+
+def _memory_event_feed(store: JobStore) -> EventFeed:
+    if not isinstance(store, InMemoryJobStore):
+        raise TypeError("the memory event feed needs the in-memory store")
+    return store.events
+
+
+def _postgres_event_feed(engine: Engine) -> EventFeed:
+    from jobs_postgres.events import PostgresEventFeed
+
+    return PostgresEventFeed(engine)
 
 
 def _imports_module(
@@ -138,6 +159,30 @@ class Container(containers.DeclarativeContainer):
         TokenCache, token_store, clock, config.api_token_cache_s
     )
     """What ``current_org`` asks: the token store behind a short-lived cache of live tokens."""
+
+    session_store = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(InMemorySessionStore, token_store, clock),
+        postgres=providers.ThreadSafeSingleton(_postgres_session_store, engine, clock),
+    )
+    session_cache = providers.ThreadSafeSingleton(
+        session_cache_for, session_store, clock, config.api_token_cache_s
+    )
+    """Browser sessions (docs/sessions.md), behind the same short-lived cache as tokens."""
+
+    event_feed = providers.Selector(
+        config.store,
+        memory=providers.Callable(_memory_event_feed, store),
+        postgres=providers.ThreadSafeSingleton(_postgres_event_feed, engine),
+    )
+    event_hub = providers.ThreadSafeSingleton(
+        EventHub,
+        event_feed,
+        config.events_poll_s,
+        config.events_retention_s,
+        config.events_client_buffer,
+    )
+    """The one reader of the event feed of this process (docs/events.md)."""
 
     imports = providers.ThreadSafeSingleton(
         _imports_module,

@@ -1,14 +1,15 @@
 """Two ASGI middlewares that keep the server sane in front of the routes.
 
-:class:`AuthenticateFirst` checks the bearer token of every route that acts for an org *before*
-the app reads one byte of the request body. FastAPI reads and parses the body (for a multipart
-upload: spools it to a temporary file) before it solves a route's dependencies, so a token
-dependency alone would let an anonymous client make the server store a whole upload before it
-answers 401. When the routed request first asks for its body and its route depends on the org
-dependency (``jobs_api.auth.current_org`` or ``current_org_blocking``), the token is resolved
-first; the org found is left in the request state for the dependency, so a token is looked up
-once per request. Which routes are guarded is read from the routes themselves: a module's router
-that takes the org dependency is guarded without being listed anywhere.
+:class:`AuthenticateFirst` checks the bearer token (or the browser session cookie) of every
+route that acts for an org *before* the app reads one byte of the request body. FastAPI reads
+and parses the body (for a multipart upload: spools it to a temporary file) before it solves a
+route's dependencies, so a token dependency alone would let an anonymous client make the server
+store a whole upload before it answers 401. When the routed request first asks for its body and
+its route depends on the org dependency (``jobs_api.auth.current_org`` or
+``current_org_blocking``), the token is resolved first; the org found is left in the request
+state for the dependency, so a token is looked up once per request. Which routes are guarded is
+read from the routes themselves: a module's router that takes the org dependency is guarded
+without being listed anywhere.
 
 :class:`KeepConnectionOnError` answers an unexpected error with the 500 problem itself instead
 of letting it reach Starlette's outermost error middleware, which answers and then re-raises:
@@ -141,27 +142,49 @@ class AuthenticateFirst:
         close = {} if declared is not None and declared <= DRAIN_LIMIT_BYTES else _CLOSE
         token = _bearer_token(scope)
         org_id: str | None = None
-        if token is not None and is_well_formed(token):
-            cache = self.token_cache()
-            token_hash = hash_token(token)
-            org_id = cache.cached(token_hash)
-            if org_id is None:
-                try:
+        try:
+            if token is None:
+                # A browser session (docs/sessions.md): the same org scoping, and a write without
+                # the session's CSRF token is refused (403) before its body is read as well.
+                org_id = await _session_org(scope, close)
+            elif is_well_formed(token):
+                cache = self.token_cache()
+                token_hash = hash_token(token)
+                org_id = cache.cached(token_hash)
+                if org_id is None:
                     org_id = await run_in_threadpool(cache.org_for, token_hash)
-                except StoreUnavailable as error:
-                    log.warning("token lookup failed, the store is unavailable: %s", error)
-                    raise GuardRefusal(
-                        503,
-                        "the job store is unavailable; retry later",
-                        {"Retry-After": "1", **close},
-                        kind="store-unavailable",
-                    ) from None
+        except StoreUnavailable as error:
+            log.warning("token lookup failed, the store is unavailable: %s", error)
+            raise GuardRefusal(
+                503,
+                "the job store is unavailable; retry later",
+                {"Retry-After": "1", **close},
+                kind="store-unavailable",
+            ) from None
         if org_id is None:
             raise GuardRefusal(401, UNAUTHENTICATED_DETAIL, {"WWW-Authenticate": "Bearer", **close})
         scope.setdefault("state", {})[ORG_STATE] = org_id
 
 
 _CLOSE = {"Connection": "close"}
+
+
+async def _session_org(scope: Scope, close: dict[str, str]) -> str | None:
+    """The org of the request's session cookie, if it carries a live one; a write without the
+    session's CSRF token is refused here (a plain exception raised while FastAPI reads the body
+    would become its 400 "error parsing the body")."""
+    from starlette.requests import Request
+
+    from jobs_api.sessions import CSRF_DETAIL, CsrfRejected, session_cookie, session_org
+
+    request = Request(scope)
+    cookie = session_cookie(request)
+    if cookie is None:
+        return None
+    try:
+        return await session_org(request, cookie)
+    except CsrfRejected:
+        raise GuardRefusal(403, CSRF_DETAIL, close, kind="csrf") from None
 
 
 class KeepConnectionOnError:

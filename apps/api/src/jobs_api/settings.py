@@ -33,6 +33,8 @@ class ApiSettings(BaseSettings):
       within this time (decision 0005).
     - ``JOBS_API_THREADS``: the threads that run the routes' blocking calls; the engine's pool
       holds as many connections, so none is opened and closed per request under load.
+    - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
+      stream (docs/events.md).
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -49,5 +51,13 @@ class ApiSettings(BaseSettings):
     api_port: int = Field(default=8000, ge=0, le=65535)
     api_token_cache_s: float = Field(default=5.0, ge=0)
     api_threads: int = Field(default=40, ge=1, le=1000)
+    # Browser sessions (docs/sessions.md) and the event stream (docs/events.md).
+    session_ttl_s: float = Field(default=8 * 3600, gt=0)
+    session_cookie: str = Field(default="jobs_session", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    events: bool = True
+    events_keepalive_s: float = Field(default=15.0, gt=0, le=15)
+    events_client_buffer: int = Field(default=1000, ge=1)
+    events_poll_s: float = Field(default=0.25, gt=0, le=10)
+    events_retention_s: float = Field(default=3600.0, gt=0)
     operator_orgs: str = ""
     """Comma-separated orgs whose tokens may change the retention settings over HTTP."""

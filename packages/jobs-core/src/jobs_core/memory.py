@@ -19,6 +19,7 @@ from jobs_core import domain, flow
 from jobs_core.clock import uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition
+from jobs_core.events import EventedJobs, InMemoryEventLog
 from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -27,7 +28,9 @@ class InMemoryJobStore:
     """A thread-safe job store held in a dict."""
 
     def __init__(self, id_factory: Callable[[], uuid.UUID] = uuid7) -> None:
-        self._jobs: dict[uuid.UUID, Job] = {}
+        self.events = InMemoryEventLog()
+        """The feed of every visible change of a job (``jobs_core.events``)."""
+        self._jobs: dict[uuid.UUID, Job] = EventedJobs(self.events)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._generation = 0

@@ -6,18 +6,26 @@ compares the migrated database with this metadata so the two cannot drift apart.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
+    BigInteger,
     CheckConstraint,
     Column,
+    ForeignKey,
+    Identity,
     Index,
     Integer,
     MetaData,
+    PrimaryKeyConstraint,
+    SmallInteger,
     Table,
     Text,
     UniqueConstraint,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB, TIMESTAMP, UUID
+from sqlalchemy.types import UserDefinedType
 
 metadata = MetaData()
 
@@ -142,6 +150,70 @@ api_tokens = Table(
 )
 Index("api_tokens_org_idx", api_tokens.c.org_id, api_tokens.c.created_at)
 
+
+# -- the event log and browser sessions (migration 0002_events, decision 0013) -----------------
+
+
+class XID8(UserDefinedType[int]):
+    """PostgreSQL's 64-bit transaction id: the writer's ``pg_current_xact_id()``."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **kw: Any) -> str:
+        """The type's name in DDL."""
+        return "xid8"
+
+
+# One row per visible change of a job, written by the triggers on ``jobs`` in the writer's
+# transaction. Ordered by (xid, seq): every row whose xid is below the oldest running
+# transaction's is final, so a reader that stops there never skips a row committed later
+# (jobs_postgres.events).
+job_events = Table(
+    "job_events",
+    metadata,
+    Column("xid", XID8(), nullable=False, server_default=text("pg_current_xact_id()")),
+    Column("seq", BigInteger, Identity(always=True), nullable=False),
+    Column("org_id", Text, nullable=False),
+    Column("job_id", UUID(as_uuid=True), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("at", TIMESTAMPTZ, nullable=False, server_default=text("clock_timestamp()")),
+    Column("job", JSONB, nullable=False),
+    PrimaryKeyConstraint("xid", "seq", name="job_events_pkey"),
+    postgresql_with={
+        "autovacuum_vacuum_scale_factor": "0.05",
+        "autovacuum_vacuum_insert_scale_factor": "0.05",
+    },
+)
+Index("job_events_at_idx", job_events.c.at)  # the retention prune
+
+job_events_state = Table(
+    "job_events_state",
+    metadata,
+    Column("id", SmallInteger, primary_key=True, server_default=text("1")),
+    Column("id_key", BYTEA, nullable=False),  # the key of the opaque event ids
+    Column("horizon_xid", BigInteger, nullable=False, server_default=text("0")),
+    Column("horizon_seq", BigInteger, nullable=False, server_default=text("0")),
+    CheckConstraint("id = 1", name="job_events_state_one_row"),
+)
+
+api_sessions = Table(
+    "api_sessions",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("uuidv7()")),
+    Column("session_hash", Text, nullable=False),  # sha256 of the cookie, never the cookie
+    Column(
+        "token_id",
+        UUID(as_uuid=True),
+        ForeignKey("api_tokens.id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    Column("org_id", Text, nullable=False),
+    Column("created_at", TIMESTAMPTZ, nullable=False),
+    Column("expires_at", TIMESTAMPTZ, nullable=False),
+    Column("ended_at", TIMESTAMPTZ),
+    UniqueConstraint("session_hash", name="api_sessions_session_hash_key"),
+)
+Index("api_sessions_token_idx", api_sessions.c.token_id)
 # The schedules and retention tables (and the finished-jobs index) are defined beside their
 # store, on this same metadata.
 import jobs_postgres.schedule_tables  # noqa: E402, F401

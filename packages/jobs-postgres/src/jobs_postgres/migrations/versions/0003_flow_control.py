@@ -2,7 +2,7 @@
 order; the running-per-key index; the registry of live workers (decision 0015).
 
 Revision ID: 0003_flow_control
-Revises: 0004_schedules_retention (the lead re-chains at merge)
+Revises: 0002_events
 Create Date: 2026-12-03
 
 A frozen snapshot, as every migration: the objects are spelled out here.
@@ -17,7 +17,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP, UUID
 
 revision: str = "0003_flow_control"
-down_revision: str | None = "0001_jobs"
+down_revision: str | None = "0002_events"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -1,7 +1,7 @@
 """Schedules, their fired ticks, run-time settings, and the finished-jobs index of the purge.
 
 Revision ID: 0004_schedules_retention
-Revises: 0001_jobs
+Revises: 0003_flow_control
 Create Date: 2026-12-03
 
 Touches only its own objects: three new tables and one new index on ``jobs``. The index is

@@ -1,0 +1,192 @@
+"""The event feed on PostgreSQL: the ``job_events`` log the triggers of migration 0002 write.
+
+Every visible change of a ``jobs`` row adds a row to ``job_events`` in the writer's transaction
+(the trigger mirrors ``jobs_core.events.change_kind``), so whatever writes jobs (the store, a
+module's SQL, a purge) is logged, and the log commits or rolls back with the change.
+
+Order and completeness: a row's position is ``(xid, seq)``: the writer's transaction id, then a
+sequence. A reader only takes rows whose ``xid`` is below the oldest transaction of this
+database still running (``_BOUNDARY``): every such transaction has ended, so no row can appear
+later *before* the reader's cursor. A row waits at most as long as the oldest open write
+transaction of the database. Decision 0013 says why, and what was measured.
+
+Wake-ups: the store's statements that change statuses already ``NOTIFY jobs_events``; the feed
+LISTENs on that channel to read at once, and polls as the fallback (progress writes).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import datetime
+from typing import Any
+
+from jobs_core.domain import DedupScope, Job, Status
+from jobs_core.events import EventBatch, EventKind, JobEvent, Position
+from sqlalchemy import Engine, text
+
+from jobs_postgres.errors import unavailable_as_store_error
+from jobs_postgres.sql import EVENTS_CHANNEL
+
+# The boundary of what is final: the oldest transaction of *this* database still running (or
+# the snapshot's xmax when there is none). A transaction of another database can never write
+# our log, so it is left out: one long transaction elsewhere on the server does not hold the
+# stream back. Its database is read from pg_stat_get_activity; a transaction not found there
+# (ended meanwhile, prepared, or hidden from a role without pg_read_all_stats) counts, which
+# only makes the boundary earlier, never wrong.
+_BOUNDARY = """
+s AS (SELECT pg_current_snapshot() AS snap),
+ours AS (
+    SELECT x FROM s, pg_snapshot_xip(s.snap) AS x
+    WHERE NOT EXISTS (
+        SELECT 1 FROM pg_stat_get_activity(NULL) a
+        WHERE a.backend_xid::text = (x::text::bigint % 4294967296)::text
+          AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+    )
+),
+b AS (
+    SELECT coalesce(
+        (SELECT min(x::text::bigint) FROM ours), pg_snapshot_xmax(s.snap)::text::bigint
+    ) AS boundary
+    FROM s
+)"""
+
+# Index: job_events_pkey (xid, seq), bounded by the boundary of the statement's own snapshot.
+_READ = f"""
+WITH {_BOUNDARY}
+SELECT e.xid::text::bigint, e.seq, e.kind, e.at, e.job, b.boundary
+FROM b LEFT JOIN LATERAL (
+    SELECT * FROM job_events e
+    WHERE (e.xid, e.seq) > (CAST(CAST(:xid AS text) AS xid8), CAST(:seq AS bigint))
+      AND e.xid < CAST(CAST(b.boundary AS text) AS xid8) {{org}}
+    ORDER BY e.xid, e.seq
+    LIMIT :limit
+) e ON true
+"""
+READ_ALL = text(_READ.format(org=""))
+READ_ORG = text(_READ.format(org="AND e.org_id = :org_id"))
+
+HEAD = text(f"WITH {_BOUNDARY} SELECT boundary FROM b")
+STATE = text("SELECT id_key, horizon_xid, horizon_seq FROM job_events_state WHERE id = 1")
+
+# Index: job_events_at_idx. The horizon moves to the greatest position pruned.
+PRUNE = text(
+    """
+WITH gone AS (DELETE FROM job_events WHERE at < :before RETURNING xid, seq),
+top AS (
+    SELECT xid::text::bigint AS xid, seq FROM gone ORDER BY xid DESC, seq DESC LIMIT 1
+),
+moved AS (
+    UPDATE job_events_state st SET horizon_xid = top.xid, horizon_seq = top.seq
+    FROM top
+    WHERE st.id = 1 AND (top.xid, top.seq) > (st.horizon_xid, st.horizon_seq)
+)
+SELECT count(*) FROM gone
+"""
+)
+
+
+def _stamp(raw: Any) -> datetime | None:
+    return None if raw is None else datetime.fromisoformat(raw)
+
+
+def job_of(row: dict[str, Any]) -> Job:
+    """The :class:`Job` of a ``to_jsonb(jobs row)`` document (columns it does not know, added
+    by a later migration, are ignored; the lease is never logged)."""
+    return Job(
+        id=uuid.UUID(row["id"]),
+        org_id=row["org_id"],
+        type=row["type"],
+        status=Status(row["status"]),
+        payload=row.get("payload") or {},
+        created_at=datetime.fromisoformat(row["created_at"]),
+        run_at=datetime.fromisoformat(row["run_at"]),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        dedup_scope=DedupScope(row["dedup_scope"]),
+        dedup_key=row.get("dedup_key"),
+        requested_dedup_key=row.get("requested_dedup_key"),
+        progress=row.get("progress"),
+        report=row.get("report"),
+        error=row.get("error"),
+        started_at=_stamp(row.get("started_at")),
+        finished_at=_stamp(row.get("finished_at")),
+        cancel_requested_at=_stamp(row.get("cancel_requested_at")),
+    )
+
+
+class PostgresEventFeed:
+    """A ``jobs_core.events.EventFeed`` over ``job_events``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._url = engine.url.render_as_string(hide_password=False)
+        self._wakeup: Any = None
+        self._lock = threading.Lock()
+        self._key: bytes | None = None
+
+    def read(self, after: Position, limit: int, org_id: str | None = None) -> EventBatch:
+        """Up to ``limit`` final events after ``after``."""
+        params: dict[str, Any] = {"xid": after.xid, "seq": after.seq, "limit": limit}
+        statement = READ_ALL
+        if org_id is not None:
+            statement, params["org_id"] = READ_ORG, org_id
+        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            rows = conn.execute(statement, params).all()
+        events: list[JobEvent] = []
+        boundary = rows[0][5] if rows else 0
+        for xid, seq, kind, at, job, _ in rows:
+            if xid is None:  # the LEFT JOIN's empty row: nothing to read
+                continue
+            events.append(JobEvent(Position(xid, seq), EventKind(kind), at, job_of(job)))
+        if len(events) >= limit:
+            return EventBatch(events, events[-1].position)
+        # Nothing else is final below the boundary: no later row can come before (boundary, 0).
+        cursor = max(after, Position(boundary, 0))
+        if events:
+            cursor = max(cursor, events[-1].position)
+        return EventBatch(events, cursor)
+
+    def head(self) -> Position:
+        """``(boundary, 0)``: every row written from now on comes after it."""
+        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            return Position(int(conn.execute(HEAD).scalar_one()), 0)
+
+    def horizon(self) -> Position:
+        """The greatest position pruned."""
+        _, xid, seq = self._state()
+        return Position(xid, seq)
+
+    def id_key(self) -> bytes:
+        """The key made by the migration, shared by every process on the database."""
+        if self._key is None:
+            self._key = self._state()[0]
+        return self._key
+
+    def _state(self) -> tuple[bytes, int, int]:
+        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            key, xid, seq = conn.execute(STATE).one()
+        return bytes(key), int(xid), int(seq)
+
+    def wait(self, timeout: float) -> None:
+        """Until ``NOTIFY jobs_events`` (a status changed) or ``timeout``."""
+        with self._lock:
+            if self._wakeup is None:
+                from jobs_postgres.wakeup import PostgresWakeup
+
+                self._wakeup = PostgresWakeup(self._url, EVENTS_CHANNEL)
+            wakeup = self._wakeup
+        wakeup.wait(timeout)
+
+    def prune(self, before: datetime) -> int:
+        """Delete the events written before ``before``; the horizon follows."""
+        with unavailable_as_store_error(), self._engine.begin() as conn:
+            return int(conn.execute(PRUNE, {"before": before}).scalar_one())
+
+    def close(self) -> None:
+        """Stop listening."""
+        with self._lock:
+            wakeup, self._wakeup = self._wakeup, None
+        if wakeup is not None:
+            wakeup.close()
