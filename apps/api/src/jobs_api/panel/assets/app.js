@@ -12,6 +12,7 @@ import { SESSION } from "./session.js";
 import { LiveStream } from "./stream.js";
 
 const PAGE = 50;
+const LIVE_ROWS = 250;
 const FINISHED = new Set(["done", "failed", "cancelled"]);
 const FILTERS = {
   "": null,
@@ -36,6 +37,8 @@ const state = {
   types: new Map(), // name -> job type, from GET /job-types
   mine: new Set(JSON.parse(sessionStorage.getItem(MINE_KEY) || "[]")),
   detailId: null,
+  oldest: null, // the oldest loaded job (cached: events ask for it often)
+  unseen: new Set(), // ids of new jobs not inserted (the window was full)
   visible: new Set(),
   stats: null,
 };
@@ -74,8 +77,10 @@ function matches(job) {
 }
 
 function oldestLoaded() {
+  if (state.oldest && state.jobs.has(state.oldest.id)) return state.oldest;
   let oldest = null;
   for (const job of state.jobs.values()) if (!oldest || newer(oldest, job)) oldest = job;
+  state.oldest = oldest;
   return oldest;
 }
 
@@ -84,6 +89,19 @@ function inWindow(job) {
   if (state.exhausted) return true;
   const oldest = oldestLoaded();
   return !oldest || !newer(oldest, job);
+}
+
+/** A new job arrived: shown at once while the window is small; past LIVE_ROWS rows it is only
+ * counted, and "N new jobs" reloads the first page (a burst of thousands of enqueues must not
+ * grow the table without bound). */
+function admitNew(job) {
+  if (state.jobs.size < LIVE_ROWS) return true;
+  state.unseen.add(job.id);
+  const button = $("#newer");
+  button.hidden = false;
+  const n = state.unseen.size;
+  button.textContent = `${n.toLocaleString("en")} new job${n === 1 ? "" : "s"}: show`;
+  return false;
 }
 
 function statusLabel(job) {
@@ -261,7 +279,11 @@ function upsert(job) {
     updateEmpty();
     return;
   }
-  if (!state.jobs.has(job.id) && !inWindow(job)) return;
+  if (!state.jobs.has(job.id)) {
+    if (!inWindow(job)) return;
+    const oldest = oldestLoaded();
+    if (oldest && newer(job, oldest) && !admitNew(job)) return;
+  }
   state.jobs.set(job.id, job);
   placeRow(job);
   updateEmpty();
@@ -292,7 +314,10 @@ async function loadPage(reset) {
     if (reset) {
       for (const id of [...state.rows.keys()]) dropRow(id);
       state.jobs.clear();
+      state.unseen.clear();
+      $("#newer").hidden = true;
     }
+    state.oldest = null;
     for (const job of page.items) {
       state.jobs.set(job.id, job);
       placeRow(job);
@@ -670,6 +695,10 @@ async function main() {
   $("#detail-close").addEventListener("click", () => $("#detail").close());
   $("#detail").addEventListener("close", () => { state.detailId = null; });
   $("#load-more").addEventListener("click", () => loadPage(false));
+  $("#newer").addEventListener("click", () => {
+    loadPage(true);
+    $("#jobs-table").focus();
+  });
   $("#sign-out").addEventListener("click", async () => {
     $("#sign-out").disabled = true;
     await SESSION.signOut();
