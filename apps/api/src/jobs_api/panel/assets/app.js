@@ -190,30 +190,50 @@ function actionButtons(job, where) {
   return buttons;
 }
 
-function renderRow(job, tr = h("tr")) {
-  const now = Date.now();
+/** The row's cells as [class, signature, build]: a cell is rebuilt only when its signature
+ * changed, so a progress event never takes the keyboard focus from a button of the row, nor
+ * closes an error someone opened. */
+function cells(job, now) {
   const ms = durationMs(job, now);
-  tr.className = `row row-${job.status}`;
-  tr.dataset.id = job.id;
-  tr.dataset.status = job.status;
-  tr.replaceChildren(
-    h("td", { className: "type" },
+  const label = statusLabel(job);
+  return [
+    ["type", job.id, () => [
       h("button", {
         type: "button", className: "link", "aria-haspopup": "dialog",
         "aria-label": `${job.type} ${shortId(job.id)}: open details`, onclick: () => openDetail(job.id),
       }, job.type),
-      h("span", { className: "id mono", text: shortId(job.id), title: job.id })),
-    h("td", { className: "target", text: target(job.payload), title: JSON.stringify(job.payload) }),
-    h("td", { className: "status" },
-      h("span", { className: `badge status-${statusLabel(job)}`, text: statusLabel(job) })),
-    h("td", { className: "progress-cell" }, progressCell(job)),
-    h("td", { className: "attempts num", text: `${job.attempts} / ${job.max_attempts}` }),
-    h("td", { className: "age", title: stamp(job.created_at), "data-created": job.created_at },
-      age(now - Date.parse(job.created_at))),
-    h("td", { className: "duration num" }, ms === null ? "—" : duration(ms)),
-    h("td", { className: "error-cell" }, errorCell(job)),
-    h("td", { className: "actions" }, actionButtons(job, "row")),
-  );
+      h("span", { className: "id mono", text: shortId(job.id), title: job.id })]],
+    ["target", "", () => [target(job.payload)]],
+    ["status", label, () => [h("span", { className: `badge status-${label}`, text: label })]],
+    ["progress-cell", JSON.stringify([job.status, job.progress]), () => [progressCell(job)]],
+    ["attempts num", `${job.attempts}/${job.max_attempts}`, () => [`${job.attempts} / ${job.max_attempts}`]],
+    ["age", "", () => [age(now - Date.parse(job.created_at))]],
+    ["duration num", `${job.started_at}|${job.finished_at}`, () => [ms === null ? "—" : duration(ms)]],
+    ["error-cell", job.error || "", () => [errorCell(job)]],
+    ["actions", label, () => actionButtons(job, "row")],
+  ];
+}
+
+function renderRow(job, tr = h("tr")) {
+  const now = Date.now();
+  tr.className = `row row-${job.status}`;
+  tr.dataset.id = job.id;
+  tr.dataset.status = job.status;
+  const specs = cells(job, now);
+  if (tr.children.length !== specs.length) {
+    tr.replaceChildren(...specs.map(([className]) => h("td", { className })));
+  }
+  specs.forEach(([, signature, build], index) => {
+    const td = tr.children[index];
+    if (td.dataset.sig === signature && td.dataset.sig !== undefined) return;
+    const hadFocus = td.contains(document.activeElement);
+    td.replaceChildren(...build());
+    td.dataset.sig = signature;
+    if (hadFocus) (td.querySelector("button") || tr.querySelector("td.type button")).focus();
+  });
+  const targetCell = tr.children[1];
+  targetCell.title = JSON.stringify(job.payload);
+  tr.children[5].title = stamp(job.created_at);
   return tr;
 }
 
