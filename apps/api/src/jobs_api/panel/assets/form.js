@@ -85,7 +85,7 @@ export class PayloadFields {
       for (const choice of node.enum) {
         input.append(element("option", { value: JSON.stringify(choice), text: String(choice) }));
       }
-      if (node.default !== undefined) input.value = JSON.stringify(node.default);
+      if (node.default !== undefined && node.default !== null) input.value = JSON.stringify(node.default);
     } else if (kind === "boolean") {
       input = element("input", { id, type: "checkbox" });
       input.checked = node.default === true;
@@ -96,17 +96,17 @@ export class PayloadFields {
         id, type: "text", inputmode: kind === "integer" ? "numeric" : "decimal",
         autocomplete: "off", "data-min": min, "data-max": max,
       });
-      if (node.default !== undefined) input.value = String(node.default);
+      if (node.default !== undefined && node.default !== null) input.value = String(node.default);
     } else if (kind === "string") {
       const long = (node.maxLength ?? 0) > 200;
       input = element(long ? "textarea" : "input", {
         id, type: long ? undefined : "text", autocomplete: "off", spellcheck: "false",
         rows: long ? 3 : undefined,
       });
-      if (node.default !== undefined) input.value = String(node.default);
+      if (node.default !== undefined && node.default !== null) input.value = String(node.default);
     } else {
       input = element("textarea", { id, rows: 4, spellcheck: "false", className: "mono" });
-      if (node.default !== undefined) input.value = JSON.stringify(node.default, null, 2);
+      if (node.default !== undefined && node.default !== null) input.value = JSON.stringify(node.default, null, 2);
     }
     input.setAttribute("name", name || "payload");
     input.setAttribute("aria-describedby", `${hintId} ${errorId}`);

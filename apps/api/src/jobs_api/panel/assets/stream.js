@@ -12,13 +12,13 @@ export class EventParser {
   constructor(onEvent) {
     this.onEvent = onEvent;
     this.buffer = "";
+    this.id = null; // the last event id: it carries over to the events after it (as in the spec)
     this.reset();
   }
 
   reset() {
     this.type = "";
     this.data = [];
-    this.id = null;
   }
 
   push(text) {
