@@ -37,6 +37,7 @@ const state = {
   types: new Map(), // name -> job type, from GET /job-types
   mine: new Set(JSON.parse(sessionStorage.getItem(MINE_KEY) || "[]")),
   detailId: null,
+  listed: false, // a page of the list was read once
   oldest: null, // the oldest loaded job (cached: events ask for it often)
   unseen: new Set(), // ids of new jobs not inserted (the window was full)
   visible: new Set(),
@@ -343,6 +344,7 @@ async function loadPage(reset) {
       placeRow(job);
     }
     state.cursor = page.next_cursor;
+    state.listed = true;
     state.exhausted = page.next_cursor === null;
   } catch (error) {
     if (generation === state.generation) toast(`Could not read the jobs: ${error.message}`, "error");
@@ -399,6 +401,7 @@ function renderStats(stats) {
 
 function applyEvent(event) {
   if (event.type === "resync") {
+    state.held.length = 0; // older than the list about to be read: it covers them
     loadPage(true);
     refreshStats();
     return;
@@ -422,6 +425,9 @@ function onStreamEvent(type, data) {
   if (type === "ready") {
     // Subscribed: every change from here on reaches this page, so the list can be read now.
     streamReady();
+    // A stream that starts afresh after the list was read (it could not resume: no id yet)
+    // may have missed changes in between: read the list again.
+    if (state.listed && !safeJson(data)?.resumed) applyEvent({ type: "resync" });
     return;
   }
   let change = null;
@@ -757,6 +763,14 @@ async function main() {
   await loadPage(true);
   setInterval(tick, 1000);
   document.body.dataset.ready = "true";
+}
+
+function safeJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
 }
 
 function wait(ms) {
