@@ -334,3 +334,14 @@ def test_ten_thousand_jobs_are_read_a_page_at_a_time(
     page.locator("#more").scroll_into_view_if_needed()
     expect(page.locator("#rows tr")).to_have_count(100)
     print(f"panel with 10,000 jobs: signed in and first page shown in {loaded_in:.2f} s")
+
+
+def test_revoking_the_token_sends_the_panel_to_the_sign_in_page(
+    panel: Page, system: System, org: str
+) -> None:
+    from tests.cli.helpers import ok, run_jobs
+
+    ok(run_jobs(system.env, "token", "revoke", "--token", system.tokens.pop(org)))
+    # The server ends the stream of a revoked session; the reconnection gets a 401.
+    panel.wait_for_url(re.compile(r"/signin\?next=%2F"), timeout=60_000)
+    expect(panel.get_by_label("API token")).to_be_visible()
