@@ -152,12 +152,23 @@ function progressCell(job) {
       share === null ? null : h("span", { className: "pct", text: `${Math.round(share * 100)}%` })));
 }
 
+/** The whole error: the error column is one line; a handler's failure keeps the full message
+ * and the traceback in the report. */
+function fullError(job) {
+  const report = job.report || {};
+  if (typeof report.traceback === "string" && report.traceback.trim()) return report.traceback.trim();
+  if (typeof report.message === "string" && report.message.length > (job.error || "").length) {
+    return `${job.error}\n\n${report.message}`;
+  }
+  return job.error || "";
+}
+
 function errorCell(job) {
   if (!job.error) return "";
   const first = job.error.split("\n")[0];
   return h("details", { className: "error" },
     h("summary", { title: "Show the full error" }, h("span", { text: first })),
-    h("pre", { text: job.error }));
+    h("pre", { text: fullError(job) }));
 }
 
 function actionButtons(job, where) {
@@ -210,7 +221,7 @@ function cells(job, now) {
     ["attempts num", `${job.attempts}/${job.max_attempts}`, () => [`${job.attempts} / ${job.max_attempts}`]],
     ["age", "", () => [age(now - Date.parse(job.created_at))]],
     ["duration num", `${job.started_at}|${job.finished_at}`, () => [ms === null ? "—" : duration(ms)]],
-    ["error-cell", job.error || "", () => [errorCell(job)]],
+    ["error-cell", `${job.error || ""}|${job.finished_at}`, () => [errorCell(job)]],
     ["actions", label, () => actionButtons(job, "row")],
   ];
 }
@@ -480,16 +491,21 @@ function toast(text, kind = "info", action = null) {
 
 // ---- actions ------------------------------------------------------------------------------
 
+/** Cancel or retry. The answer is not drawn: the stream brings the change, in order with the
+ * changes after it (the answer may reach the page after the events of the job's next run, and
+ * drawing it then would show an older state). */
 async function act(action, id) {
+  if (action === "retry") {
+    state.mine.add(id); // before the request: its run may end before the answer arrives
+    remember();
+  }
   try {
-    const job = action === "cancel" ? await api.cancel(id) : await api.retry(id);
-    upsert(job);
+    await (action === "cancel" ? api.cancel(id) : api.retry(id));
+  } catch (error) {
     if (action === "retry") {
-      state.mine.add(job.id);
+      state.mine.delete(id);
       remember();
     }
-    refreshStats();
-  } catch (error) {
     toast(`Could not ${action} the job: ${error.message}`, "error");
   }
 }
@@ -541,7 +557,8 @@ function renderDetail(job) {
     h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
   $("#detail-payload").textContent = json(job.payload);
   $("#detail-report").textContent = json(job.report);
-  $("#detail-error").textContent = job.error || "—";
+  const whole = fullError(job);
+  $("#detail-error").textContent = !job.error ? "—" : whole === job.error ? job.error : `${job.error}\n\n${whole}`;
   $("#detail-error").classList.toggle("has-error", Boolean(job.error));
   $("#detail-actions").replaceChildren(...actionButtons(job, "detail"));
 }
@@ -614,8 +631,10 @@ async function submitForm(event) {
     const job = await api.enqueue(body);
     state.mine.add(job.id);
     remember();
-    upsert(job);
-    refreshStats();
+    // Drawn only if the stream has not brought it yet (then the answer is its newest state).
+    if (!state.jobs.has(job.id)) upsert(job);
+    // A job that ended before its id was known here (a very fast one) is announced now.
+    if (FINISHED.has(state.jobs.get(job.id)?.status)) notifyIfMine({ job: state.jobs.get(job.id) });
     $("#enqueue").close();
     toast(`Enqueued ${job.type} ${shortId(job.id)}`, "info", { label: "Details", run: () => openDetail(job.id) });
   } catch (error) {
