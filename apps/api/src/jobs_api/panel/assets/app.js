@@ -152,23 +152,26 @@ function progressCell(job) {
       share === null ? null : h("span", { className: "pct", text: `${Math.round(share * 100)}%` })));
 }
 
-/** The whole error: the error column is one line; a handler's failure keeps the full message
- * and the traceback in the report. */
-function fullError(job) {
+/** The whole message of a failure: the error column holds its first line; a handler's
+ * failure keeps the full message (and the traceback) in the report. */
+function fullMessage(job) {
   const report = job.report || {};
-  if (typeof report.traceback === "string" && report.traceback.trim()) return report.traceback.trim();
-  if (typeof report.message === "string" && report.message.length > (job.error || "").length) {
-    return `${job.error}\n\n${report.message}`;
-  }
+  const type = typeof report.exception_type === "string" ? `${report.exception_type}: ` : "";
+  if (typeof report.message === "string" && report.message.trim()) return type + report.message.trim();
   return job.error || "";
+}
+
+function traceback(job) {
+  const text = job.report?.traceback;
+  return typeof text === "string" ? text.trim() : "";
 }
 
 function errorCell(job) {
   if (!job.error) return "";
   const first = job.error.split("\n")[0];
-  return h("details", { className: "error" },
-    h("summary", { title: "Show the full error" }, h("span", { text: first })),
-    h("pre", { text: fullError(job) }));
+  return h("details", { className: `error error-${job.status}` },
+    h("summary", { title: "Show the whole message" }, h("span", { text: first })),
+    h("pre", { text: fullMessage(job) }));
 }
 
 function actionButtons(job, where) {
@@ -215,7 +218,7 @@ function cells(job, now) {
         "aria-label": `${job.type} ${shortId(job.id)}: open details`, onclick: () => openDetail(job.id),
       }, job.type),
       h("span", { className: "id mono", text: shortId(job.id), title: job.id })]],
-    ["target", "", () => [target(job.payload)]],
+    ["target", "", () => [h("span", { text: target(job.payload) })]],
     ["status", label, () => [h("span", { className: `badge status-${label}`, text: label })]],
     ["progress-cell", JSON.stringify([job.status, job.progress]), () => [progressCell(job)]],
     ["attempts num", `${job.attempts}/${job.max_attempts}`, () => [`${job.attempts} / ${job.max_attempts}`]],
@@ -557,8 +560,8 @@ function renderDetail(job) {
     h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
   $("#detail-payload").textContent = json(job.payload);
   $("#detail-report").textContent = json(job.report);
-  const whole = fullError(job);
-  $("#detail-error").textContent = !job.error ? "—" : whole === job.error ? job.error : `${job.error}\n\n${whole}`;
+  const trace = traceback(job);
+  $("#detail-error").textContent = !job.error ? "—" : trace ? `${fullMessage(job)}\n\n${trace}` : fullMessage(job);
   $("#detail-error").classList.toggle("has-error", Boolean(job.error));
   $("#detail-actions").replaceChildren(...actionButtons(job, "detail"));
 }
