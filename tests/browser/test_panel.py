@@ -172,24 +172,12 @@ def test_retry_a_failed_job(panel: Page, system: System, org: str) -> None:
     )
     first_start = system.job(org, job_id)["started_at"]
 
-    panel.evaluate(
-        f"""() => {{
-          window.__statuses = [];
-          new MutationObserver(() => {{
-            const tr = document.querySelector("tr[data-id='{job_id}']");
-            const s = tr && tr.dataset.status;
-            if (s && window.__statuses.at(-1) !== s) window.__statuses.push(s);
-          }}).observe(document.querySelector("#rows"),
-                      {{subtree: true, childList: true, attributes: true}});
-        }}"""
-    )
     line.get_by_role("button", name=re.compile("^Retry")).click()
-    # It runs again and fails again: the page saw it leave "failed" and come back.
+    # It runs again and fails again. The page may see only the last of those quick changes
+    # (docs/events.md: an older state is left out rather than shown after a newer one); the
+    # toast proves an end arrived after the click (the job was not "started here" before it).
     expect(panel.locator(".toast", has_text="ended: failed")).to_be_visible(timeout=60_000)
     expect(line.locator(".badge")).to_have_text("failed")
-    statuses = panel.evaluate("window.__statuses")
-    assert {"queued", "running"} & set(statuses), statuses
-    assert statuses[-1] == "failed", statuses
     assert system.job(org, job_id)["started_at"] != first_start
     assert_not_reloaded(panel)
 
