@@ -19,6 +19,7 @@ pytestmark = pytest.mark.anyio
 JOB_FIELDS = {
     "id",
     "type",
+    "payload",
     "status",
     "progress",
     "report",
@@ -91,6 +92,7 @@ async def test_enqueue_answers_202_with_location_and_the_row_exists_at_once(
     assert set(job) == JOB_FIELDS
     assert job["status"] == "queued"
     assert job["attempts"] == 0
+    assert job["payload"] == {"x": 1}  # what the panel shows a job's target from
     assert response.headers["location"] == f"/jobs/{job['id']}"
 
     polled = await client.get(response.headers["location"], headers=as_a)

@@ -54,6 +54,9 @@ def test_dev_serves_runs_restarts_its_worker_and_stops_on_sigint(
         banner = output.text()
         base = f"http://127.0.0.1:{port}"
         assert f"API       {base}" in banner
+        assert f"panel     {base}/" in banner
+        with urllib.request.urlopen(f"{base}/", timeout=10) as panel:
+            assert b'src="/panel/app.js"' in panel.read()
         curl = next(line for line in output.lines if line.strip().startswith("curl -s -X POST"))
         assert f"Bearer {token}" in curl
 

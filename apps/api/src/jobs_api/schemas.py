@@ -27,12 +27,15 @@ class WaitingOut(BaseModel):
 class JobOut(BaseModel):
     """A job as an org sees it: the fields of spec 000 §3 plus its attempt and scheduling state.
 
-    ``dedup_key`` is the key the job was enqueued with (kept after the key is released, so a
-    client recognises its job). The worker's ``lease`` and the ``org_id`` are never shown.
+    ``payload`` is the job's payload as its type's schema normalized it (what a person needs to
+    tell jobs of one type apart). ``dedup_key`` is the key the job was enqueued with (kept after
+    the key is released, so a client recognises its job). The worker's ``lease`` and the
+    ``org_id`` are never shown.
     """
 
     id: uuid.UUID
     type: str
+    payload: dict[str, Any]
     status: Status
     progress: dict[str, Any] | None
     report: dict[str, Any] | None
@@ -58,6 +61,7 @@ class JobOut(BaseModel):
         return cls(
             id=job.id,
             type=job.type,
+            payload=dict(job.payload),
             status=job.status,
             progress=None if job.progress is None else dict(job.progress),
             report=None if job.report is None else dict(job.report),

@@ -159,6 +159,7 @@ def _banner(base: str, token: str, org: str, settings: CliSettings, url: str) ->
             "",
             "jobs dev is running",
             f"  database  {database}",
+            f"  panel     {base}/  (sign in with the token below)",
             f"  API       {base}  (docs: {base}/docs)",
             f"  worker    demo types: {DEMO_TYPES}",
             f"  handlers  {dev_handlers_dir(settings) or 'none (JOBS_HANDLERS_DIR)'}",

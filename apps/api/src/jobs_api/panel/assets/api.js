@@ -1,0 +1,68 @@
+// The panel's HTTP client: same-origin requests carried by the session cookie, the CSRF token
+// on every write, problem documents (RFC 9457) turned into ApiError.
+
+import { SESSION } from "./session.js";
+
+export class ApiError extends Error {
+  constructor(status, problem) {
+    super(problem?.detail || `the API answered ${status}`);
+    this.status = status;
+    this.problem = problem || {};
+    this.errors = Array.isArray(problem?.errors) ? problem.errors : [];
+  }
+}
+
+/** Called when the API says the session is gone (401): the page goes to the sign-in page. */
+export function signedOut() {
+  const here = location.pathname + location.search;
+  location.assign(`/signin?next=${encodeURIComponent(here)}`);
+}
+
+async function request(method, path, body) {
+  const headers = { Accept: "application/json" };
+  const init = { method, headers, credentials: "same-origin", cache: "no-store" };
+  if (method !== "GET") {
+    headers[SESSION.csrfHeader] = SESSION.csrf();
+  }
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  let response;
+  try {
+    response = await fetch(path, init);
+  } catch (error) {
+    throw new ApiError(0, { detail: "the API cannot be reached; check that it is running" });
+  }
+  if (response.status === 401) {
+    signedOut();
+    throw new ApiError(401, { detail: "signed out" });
+  }
+  if (response.status === 204) return null;
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = { detail: text.slice(0, 200) };
+  }
+  if (!response.ok) throw new ApiError(response.status, data);
+  return data;
+}
+
+export const api = {
+  listJobs(params) {
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(params)) {
+      if (value !== undefined && value !== null && value !== "") query.set(key, value);
+    }
+    return request("GET", `/jobs?${query}`);
+  },
+  getJob: (id) => request("GET", `/jobs/${encodeURIComponent(id)}`),
+  stats: () => request("GET", "/jobs/stats"),
+  jobTypes: () => request("GET", "/job-types"),
+  enqueue: (body) => request("POST", "/jobs", body),
+  cancel: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/cancel`),
+  retry: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/retry`),
+  remove: (id) => request("DELETE", `/jobs/${encodeURIComponent(id)}`),
+};
