@@ -63,6 +63,7 @@ def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sy
         JOBS_DATABASE_URL=with_database(pg_url, name),
         JOBS_DATA_DIR=str(tmp_path_factory.mktemp("browser-data")),
         JOBS_DEMO_TYPES="1",
+        JOBS_DEMO_OVER_HTTP="1",  # the panel enqueues the demo types, as under jobs dev
         JOBS_CANCEL_CHECK_S="0.2",
         JOBS_POLL_INTERVAL_S="0.2",
         JOBS_SHUTDOWN_GRACE_S="2",

@@ -356,6 +356,12 @@ async def current_org(
     authenticated = _authenticated(request)
     if authenticated is not None:
         return authenticated
+    return await resolve_org(request, credentials)
+
+
+async def resolve_org(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+    """:func:`current_org` without the org the guard left in the request state: a fresh answer,
+    for a long request (the event stream) that checks again that its token still holds."""
     if credentials is None:
         from jobs_api.sessions import session_cookie, session_org
 

@@ -35,7 +35,7 @@ from jobs_core.events import EventFeed, JobEvent, Position
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from jobs_api.auth import CurrentOrgDep, current_org
+from jobs_api.auth import CurrentOrgDep, resolve_org
 from jobs_api.problems import problem_responses
 from jobs_api.schemas import JobOut, StatusFilter
 
@@ -361,7 +361,7 @@ _bearer = HTTPBearer(auto_error=False)
 
 async def _still_authorized(request: Request) -> bool:
     try:
-        await current_org(request, await _bearer(request))
+        await resolve_org(request, await _bearer(request))
     except HTTPException:
         return False
     return True
