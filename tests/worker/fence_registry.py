@@ -8,6 +8,7 @@ link. Two rows of one job whose intervals overlap are two executions at the same
 
 - ``overlap`` runs ``payload["seconds"]`` seconds (``payload["retry_seconds"]`` from its second
   attempt on, if given), checking its cancellation every 20 ms;
+- ``progressing`` runs like ``overlap``, writing its progress every 20 ms;
 - ``quick`` returns at once (its row is the proof a worker runs jobs);
 - ``stuck`` (timeout 0.3 s) sleeps ``payload["seconds"]`` without ever looking at its
   cancellation, as code stuck in a blocking call would.
@@ -112,4 +113,32 @@ def stuck(ctx: JobContext) -> None:
 
 registry.register(
     JobType("stuck", stuck, timeout_s=0.3, description="Overruns its timeout, deaf to it.")
+)
+
+
+def progressing(ctx: JobContext) -> Mapping[str, Any]:
+    """Run ``seconds`` seconds writing its progress (forced: no throttle) every 20 ms, so a
+    write is in flight whenever the link goes silent; record the start and the end."""
+    _started(ctx)
+    how = "done"
+    try:
+        seconds = ctx.payload.get("seconds", 1.0)
+        if ctx.attempt > 1:
+            seconds = ctx.payload.get("retry_seconds", seconds)
+        deadline = time.monotonic() + float(seconds)
+        step = 0
+        while time.monotonic() < deadline:
+            step += 1
+            ctx.report_progress(done=step, force=True)
+            if ctx.cancelled:
+                how = f"cancelled: {ctx.cancel_reason}"
+                ctx.raise_if_cancelled()
+            time.sleep(0.02)
+    finally:
+        _ended(ctx, how)
+    return {"pid": os.getpid()}
+
+
+registry.register(
+    JobType("progressing", progressing, description="Writes its progress in a tight loop.")
 )

@@ -205,3 +205,58 @@ def test_a_handler_stuck_past_its_timeout_and_grace_makes_the_worker_exit_4(
     log = worker.log()
     assert "event=job.overrun" in log
     assert "event=worker.wedged" in log
+
+
+def test_a_handler_writing_progress_when_the_link_goes_silent_stops_without_exit_5(
+    service: JobService, pg_engine: Engine, pg_url: str, proxy: LinkProxy, spawn: Any
+) -> None:
+    """The chaos suite's finding: a progress write in flight when the link froze blocked the
+    handler for up to the store timeout, longer than the fence's M/2, and every
+    such blackhole ended in exit 5. The fenced handler must be released from its write, stop,
+    and the worker run jobs again once the link returns."""
+    # C = 7 s is less than the fence's window (T - M = 11 s) but far more than M/2 = 0.5 s:
+    # the write in flight at the blackhole is aborted at about 7 s, the next one blocks from
+    # then on and is still in flight when the fence fires (before the fix: exit 5).
+    a = spawn(
+        proxy.url,
+        JOBS_CONCURRENCY="2",
+        JOBS_SWEEP_THRESHOLD_S="12",
+        JOBS_LEASE_MARGIN_S="1",
+        JOBS_STORE_TIMEOUT_S="7",
+    )
+    a.wait_started()
+    job = _enqueue(service, "progressing", {"seconds": 12, "retry_seconds": 1})
+    wait_until(lambda: _executions(pg_engine), 30, "worker A to start the job")
+    # Progress is being written: its document moves.
+    wait_until(
+        lambda: (job_of(service.store, job.id).progress or {}).get("done", 0) > 5,
+        30,
+        "the handler to write progress",
+    )
+    proxy.blackhole()
+    try:
+        wait_until(lambda: "event=job.fenced" in a.log(), 30, "worker A to fence itself")
+        wait_until(
+            lambda: _executions(pg_engine)[0].ended_at is not None, 10, "the handler to stop"
+        )
+    except AssertionError:
+        raise AssertionError(f"A's handler did not stop:\n{a.log()}") from None
+    time.sleep(1.5)  # past proven + T - M/2: the instant A would have exited with code 5
+    assert a.alive(), f"A exited ({a.wait_exit(5)}):\n{a.log()}"
+    assert "event=worker.fenced_exit" not in a.log()
+    rows = _executions(pg_engine)
+    assert rows[0].how.startswith("cancelled: lease unproven")
+
+    proxy.restore()
+    quick = [_enqueue(service, "quick") for _ in range(5)]
+    wait_until(
+        lambda: all(job_of(service.store, q.id).status is Status.DONE for q in quick),
+        60,
+        "A to run jobs again after the link returned",
+    )
+    wait_until(lambda: job_of(service.store, job.id).status is Status.DONE, 60, "the job to end")
+    rows = _executions(pg_engine)
+    assert _overlaps(rows) == []
+    assert {row.pid for row in rows} == {a.pid}
+    assert a.alive()
+    assert "event=worker.fence_lifted" in a.log()

@@ -58,6 +58,7 @@ from jobs_core import (
 from jobs_core.runner import execute, short_error
 
 from jobs_worker.fence import LeaseFence
+from jobs_worker.handler_calls import AttemptCalls, HandlerCalls
 from jobs_worker.logs import log_event
 from jobs_worker.presence import presence_of
 
@@ -182,6 +183,7 @@ class _Attempt:
     job: Job
     ctx: JobContext
     started: float
+    calls: AttemptCalls  # the store calls of its handler, released when it is fenced
     phase: _Phase = _Phase.EXECUTING
     cancel_requested: bool = False
     fenced: str | None = None  # the reason, when the lease fence cancelled the handler
@@ -270,6 +272,7 @@ class Worker:
         self.fence = LeaseFence(
             cfg.sweep_threshold_s - cfg.margin_s, cfg.margin_s / 2, self._fence_wedged
         )
+        self._handler_calls = HandlerCalls(cfg.concurrency)
         self.exit_code = 0
         self.hard_exit: Any = os._exit
         """Called with :data:`EXIT_FENCED` when fenced handlers will not stop (tests replace
@@ -438,7 +441,8 @@ class Worker:
         return taken
 
     def _start(self, job: Job, proven_at: float) -> None:
-        attempt = _Attempt(job, self._context(job), time.monotonic())
+        calls = self._handler_calls.for_attempt()
+        attempt = _Attempt(job, self._context(job, calls), time.monotonic(), calls)
         with self._lock:
             self._held[job.id] = attempt
             self._executing += 1
@@ -447,6 +451,7 @@ class Worker:
         def fence(reason: str) -> None:
             attempt.fenced = reason
             attempt.ctx.cancel(reason)
+            attempt.calls.fence()  # a progress write it waits for must not hold it
 
         self.fence.track(job.id, proven_at, fence)
         # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
@@ -465,7 +470,7 @@ class Worker:
         )
         self._slots.put(attempt)
 
-    def _context(self, job: Job) -> JobContext:
+    def _context(self, job: Job, calls: AttemptCalls) -> JobContext:
         ref = job.ref
 
         def save_progress(document: Mapping[str, Any]) -> bool:
@@ -474,7 +479,11 @@ class Worker:
                 # be free to see its cancellation (docs/worker.md, "The lease fence").
                 return True
             try:
-                return self.store.save_progress(ref, dict(document), self.clock.now())
+                # Waited for only while the lease holds: a write blocked on a silent link must
+                # not keep a fenced handler from stopping (jobs_worker.handler_calls).
+                copy, now = dict(document), self.clock.now()
+                ended, saved = calls.run(lambda: self.store.save_progress(ref, copy, now))
+                return bool(saved) if ended else True
             except Exception as error:
                 if not is_outage(error):
                     raise
@@ -927,6 +936,7 @@ class Worker:
         for thread in housekeeping:
             thread.join(5.0)
         self.fence.close()
+        self._handler_calls.close()
         self.wakeup.close()
         stats = dict(self.stats)
         log_event(
