@@ -69,13 +69,21 @@ def payload(payload: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def encode_document(document: Any) -> str:
-    """A report or progress document as JSON text: normalised, never refused."""
-    return _ENCODER.encode(normalise_document(document))
+    """A report or progress document as JSON text: normalised, never refused, but for what no
+    JSON text can be written for (an integer of more than 4,300 digits: ``ValueError``)."""
+    return _ENCODER.encode(_document(document))
 
 
 def normalise_document(document: Any) -> Any:
     """A report or progress document as a store reads it back (a new object, never ``document``
-    itself): the values a payload would refuse are kept as text."""
+    itself): the values a payload would refuse are kept as text. Raises what
+    :func:`encode_document` raises, so every store refuses the same documents."""
+    normalised = _document(document)
+    _ENCODER.encode(normalised)
+    return normalised
+
+
+def _document(document: Any) -> Any:
     if type(document) is dict and _plain(document) and not unstorable(document):
         return dict(document)
     return _normalised(document, (), None)
