@@ -54,9 +54,7 @@ def test_an_outcome_the_store_cannot_encode_fails_its_job_and_spares_the_batch(
     pg_url: str, pg_store: PostgresJobStore
 ) -> None:
     def odd(ctx: JobContext) -> Mapping[str, Any]:
-        # an integer no JSON text can be written for (more than 4,300 digits); a NUL, which
-        # jsonb refuses, is now stored as U+FFFD by the codec (decision 0019)
-        return {"cell": 10**5000}
+        return {"cell": "a\x00b"}  # a NUL read from a file: jsonb refuses \u0000
 
     registry = compose([demo])
     registry.register(JobType("odd", odd))

@@ -11,7 +11,8 @@ Every adapter stores these documents through this module, so each reads back the
   exact text, a UUID its text, a tuple a list, an integer key its decimal text.
 - A **report** or **progress** document is what a handler wrote after its work was done: it is
   never refused. It is normalised the same way, and what a payload would refuse is kept as text
-  (``str(value)``; NUL and lone surrogates become U+FFFD, a non-text key its ``str``).
+  (``str(value)``, a non-text key its ``str``). Text is not changed: NUL characters and lone
+  surrogates reach the store, which refuses them (``StoreRefused`` from PostgreSQL).
 
 Integers of any size are kept as integers (PostgreSQL's jsonb keeps every digit; a JavaScript
 client reads those beyond 2**53 approximately).
@@ -126,8 +127,7 @@ def _normalised(value: Any, loc: tuple[str | int, ...], errors: list[dict[str, A
     """``value`` as JSON types. ``errors`` is None for a document (keep what JSON cannot hold
     as text) and a list for a payload (each refused value is added to it, with its path)."""
     if isinstance(value, str):
-        text = str.__str__(value)  # a str subclass (an enum) as its value
-        return text if errors is not None else _clean_text(text)
+        return str.__str__(value)  # a str subclass (an enum) as its value
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, int):
@@ -165,13 +165,13 @@ def _normalised(value: Any, loc: tuple[str | int, ...], errors: list[dict[str, A
             )
         )
         return None
-    return _clean_text(str(value))
+    return str(value)
 
 
 def _key(key: Any, loc: tuple[str | int, ...], errors: list[dict[str, Any]] | None) -> str:
     """An object key as text: JSON keys are text; an integer key becomes its decimal text."""
     if isinstance(key, str):
-        return str.__str__(key) if errors is not None else _clean_text(str.__str__(key))
+        return str.__str__(key)
     if isinstance(key, int) and not isinstance(key, bool):
         return str(int(key))
     if errors is not None:
@@ -181,16 +181,7 @@ def _key(key: Any, loc: tuple[str | int, ...], errors: list[dict[str, Any]] | No
                 f"object keys must be text or integers, not {type(key).__name__}",
             )
         )
-    return _clean_text(str(key))
-
-
-def _clean_text(text: str) -> str:
-    """Text PostgreSQL can hold: NUL and lone surrogates replaced by U+FFFD."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    if not text.isascii():
-        text = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in text)
-    return text
+    return str(key)
 
 
 def _error(loc: tuple[str | int, ...], msg: str) -> dict[str, Any]:
