@@ -24,6 +24,7 @@ from jobs_core import (
     JobService,
     JobStore,
     NewJob,
+    PayloadInvalid,
     Registry,
     Requeue,
     Status,
@@ -181,9 +182,11 @@ def test_documents_a_handler_returns_are_stored_even_when_json_cannot_hold_them(
     [job] = pg_store.claim(1, clock.now())
     done = pg_store.finish(job.ref, Done({"at": clock.now()}), clock.now())
     assert done is not None
-    assert done.report == {"at": str(clock.now())}
-    with pytest.raises(TypeError):
-        pg_store.insert(NewJob(ORG, "reconcile", {"at": clock.now()}), clock.now())
+    # decision 0019: a datetime is stored as its ISO 8601 text (it was str() before), and a
+    # payload value JSON cannot hold is PayloadInvalid naming the field (it was a TypeError)
+    assert done.report == {"at": clock.now().isoformat()}
+    with pytest.raises(PayloadInvalid, match="cannot be stored as JSON"):
+        pg_store.insert(NewJob(ORG, "reconcile", {"at": {clock.now()}}), clock.now())
 
 
 # -- concurrency -------------------------------------------------------------------------------

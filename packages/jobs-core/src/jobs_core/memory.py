@@ -7,7 +7,6 @@ in their own tests; it is inspectable (``jobs``) and resettable (``reset()``).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import threading
 import uuid
@@ -15,7 +14,7 @@ from collections.abc import Callable, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from jobs_core import domain, flow
+from jobs_core import codec, domain, flow
 from jobs_core.clock import uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition
@@ -84,8 +83,9 @@ class InMemoryJobStore:
 
     def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
         """Insert many jobs; those whose key is held are skipped."""
+        checked = [_copied(spec) for spec in new]  # one refused payload refuses the batch
         with self._lock:
-            return [job for spec in new if (job := self.insert(spec, now)) is not None]
+            return [job for spec in checked if (job := self.insert(spec, now)) is not None]
 
     def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
         """The org's job holding ``dedup_key``."""
@@ -164,7 +164,7 @@ class InMemoryJobStore:
             job = self._held(ref)
             if job is None:
                 return False
-            document = domain.heartbeat_progress(copy.deepcopy(progress), now)
+            document = domain.heartbeat_progress(codec.normalise_document(progress), now)
             self._jobs[job.id] = _replace(job, progress=document)
             return True
 
@@ -192,7 +192,7 @@ class InMemoryJobStore:
                 return None
             if stale_before is not None and not domain.is_stale(job, stale_before):
                 return None
-            finished = domain.finish(job, copy.deepcopy(outcome), now)
+            finished = domain.finish(job, _stored(outcome), now)
             self._jobs[job.id] = finished
             if finished.status is Status.QUEUED:
                 self._work_available()
@@ -390,4 +390,11 @@ def _replace(job: Job, **changes: Any) -> Job:
 
 
 def _copied(new: NewJob) -> NewJob:
-    return dataclasses.replace(new, payload=copy.deepcopy(dict(new.payload)))
+    return dataclasses.replace(new, payload=codec.payload(new.payload))
+
+
+def _stored(outcome: Outcome) -> Outcome:
+    """``outcome`` with its report as the PostgreSQL store would read it back (a copy)."""
+    if outcome.report is None:
+        return outcome
+    return dataclasses.replace(outcome, report=codec.normalise_document(outcome.report))

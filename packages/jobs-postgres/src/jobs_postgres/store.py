@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
-from jobs_core import domain, uuid7
+from jobs_core import codec, domain, uuid7
 from jobs_core.domain import (
     AttemptRef,
     Cancelled,
@@ -238,7 +238,7 @@ class PostgresJobStore:
         fresh one, which first looks for that id: a job is never inserted twice.
         """
         job_id = uuid7()
-        payload = _payload_json(new.payload)
+        payload, document = codec.encode_payload(new.payload)
         params = {
             "id": job_id,
             "org_id": new.org_id,
@@ -271,8 +271,7 @@ class PostgresJobStore:
         if not self._on_driver(attempt):
             return None
         # The payload as the row holds it (JSON's types), as a read of the row would give it.
-        spec = dataclasses.replace(new, payload=json.loads(payload))
-        return domain.new_job(spec, job_id, now)
+        return domain.new_job(dataclasses.replace(new, payload=document), job_id, now)
 
     def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
         """Insert many jobs in one call; those whose key is held are skipped.
@@ -290,8 +289,13 @@ class PostgresJobStore:
         if not new:
             return []
         ids = ascending_uuid7s(len(new))
-        encode = _payloads_encoder()
-        payloads = [encode(n.payload) for n in new]
+        encoded = [codec.encode_payload(n.payload) for n in new]
+        payloads = [text for text, _ in encoded]
+        # Each job as the row holds it (the payload in JSON's types), as a read would give it.
+        new = [
+            n if doc is n.payload else dataclasses.replace(n, payload=doc)
+            for n, (_, doc) in zip(new, encoded, strict=True)
+        ]
         if len(new) >= COPY_UNKEYED_FROM and all(spec.dedup_key is None for spec in new):
             self._copy_into_jobs(new, ids, payloads, now)
             return domain.new_jobs(new, ids, now)
@@ -859,44 +863,7 @@ def _first_row_on(driver: psycopg.Connection[Any]) -> Execute:
     return execute
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
-"""One encoder for every payload: ``json.dumps`` with ``separators`` makes a new one per call
-(a third of the time of a small payload)."""
-
-
-def _payload_json(payload: Mapping[str, Any]) -> str:
-    """A payload as JSON; a value JSON cannot hold is the caller's error (``TypeError``)."""
-    return _COMPACT.encode(dict(payload))
-
-
-def _payloads_encoder() -> Callable[[Mapping[str, Any]], str]:
-    """:func:`_payload_json` for the payloads of one batch: ``JSONEncoder.encode`` makes a new
-    C encoder per call (two thirds of the time of a small payload); this one is made once, with
-    the same options (compact, ASCII, circular references checked), when the C accelerator is
-    there."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython always has it
-        return _payload_json
-    encoder = make(
-        {},  # the markers of the circular-reference check, emptied after each document
-        _COMPACT.default,
-        json.encoder.encode_basestring_ascii,
-        None,  # no indent
-        ":",
-        ",",
-        False,  # sort_keys
-        False,  # skipkeys
-        True,  # allow_nan: the registry refused NaN and infinity already
-    )
-
-    def encode(payload: Mapping[str, Any]) -> str:
-        return "".join(encoder(dict(payload), 0))
-
-    return encode
-
-
 def _document_json(document: object) -> str:
-    """A report or progress document as JSON. What a handler returns is informational: a value
-    JSON cannot hold (a datetime, a Decimal) is stored as its ``str`` rather than failing the
-    attempt after the work was done."""
-    return json.dumps(document, separators=(",", ":"), default=str)
+    """A report or progress document as JSON (:mod:`jobs_core.codec`: never refused; what a
+    payload would refuse is kept as text)."""
+    return codec.encode_document(document)
