@@ -23,7 +23,7 @@ from jobs_core import (
     Status,
     StoreUnavailable,
 )
-from jobs_core.flow import ClaimLimits
+from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_worker.worker import Worker, WorkerConfig
 
 ORG = "org-1"
@@ -78,9 +78,10 @@ class OutageStore(InMemoryJobStore):
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> list[Job]:
         self._check()
-        return super().claim(limit, now, types, limits=limits)
+        return super().claim(limit, now, types, limits=limits, turn=turn)
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         self._check()
@@ -114,11 +115,12 @@ class OutageStore(InMemoryJobStore):
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         self.gate.wait(10)
         self._check()
         self.batches.append(len(outcomes))
-        return super().finish_and_claim(outcomes, limit, now, types, limits=limits)
+        return super().finish_and_claim(outcomes, limit, now, types, limits=limits, turn=turn)
 
 
 def build(

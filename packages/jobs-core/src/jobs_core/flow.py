@@ -148,3 +148,54 @@ def check_priority(priority: object) -> int:
             f"(higher runs first; default 0), got {priority}"
         )
     return priority
+
+
+# ---- fairness between orgs (opt-in: JOBS_FAIR_CLAIM) ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FairTurn:
+    """Where a fair claim's round robin over orgs stands: the org served last (None: start).
+
+    A fair claim takes, at each priority, the *head* (the first due job in claim order) of each
+    org before any other job of that priority, heads of the orgs after ``after`` first (orgs in
+    code-point order, wrapping around); the other due jobs follow in plain claim order
+    (:func:`fair_order`). The claimer keeps the turn between claims (:func:`next_turn`).
+    """
+
+    after: str | None = None
+
+
+def _fair_key(job: Job, head: bool, after: str | None) -> tuple[Any, ...]:
+    if head:
+        wrapped = after is not None and job.org_id <= after
+        return (-job.priority, 0, wrapped, job.org_id, job.created_at, job.id)
+    return (-job.priority, 1, False, "", job.created_at, job.id)
+
+
+def fair_order(due: Iterable[Job], turn: FairTurn) -> list[Job]:
+    """``due`` (in claim order: priority, then age) in fair order.
+
+    Priorities first; within a priority, the head of every org, in turn after ``turn.after``,
+    then the rest oldest first. So while one org holds any number of queued jobs, another org's
+    job at the same priority is taken within as many claims (of one job) as there are orgs with
+    due jobs at that priority, per claimer keeping its turn.
+    """
+    seen: set[str] = set()
+    keyed: list[tuple[tuple[Any, ...], Job]] = []
+    for job in due:
+        head = job.org_id not in seen
+        seen.add(job.org_id)
+        keyed.append((_fair_key(job, head, turn.after), job))
+    keyed.sort(key=lambda pair: pair[0])
+    return [job for _key, job in keyed]
+
+
+def next_turn(turn: FairTurn, claimed: Iterable[Job]) -> FairTurn:
+    """The turn after a claim took ``claimed``: the last of their orgs in turn order (the
+    turn is unchanged when the claim took nothing)."""
+    orgs = {job.org_id for job in claimed}
+    if not orgs:
+        return turn
+    after = turn.after
+    return FairTurn(max(orgs, key=lambda org: (after is not None and org <= after, org)))

@@ -100,10 +100,11 @@ class InMemoryJobStore:
         types: Sequence[str] | None = None,
         *,
         limits: flow.ClaimLimits | None = None,
+        turn: flow.FairTurn | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due queued jobs (of ``types``, if given) that fit ``limits``,
-        highest priority then oldest first."""
-        return self._claim(limit, now, types, frozenset(), limits)
+        highest priority then oldest first (in :func:`jobs_core.flow.fair_order` under ``turn``)."""
+        return self._claim(limit, now, types, frozenset(), limits, turn=turn)
 
     def _claim(
         self,
@@ -112,6 +113,8 @@ class InMemoryJobStore:
         types: Sequence[str] | None,
         skipped: Set[uuid.UUID],
         limits: flow.ClaimLimits | None = None,
+        *,
+        turn: flow.FairTurn | None = None,
     ) -> list[Job]:
         if limit <= 0:
             return []
@@ -128,6 +131,8 @@ class InMemoryJobStore:
                 ),
                 key=domain.claim_order,
             )
+            if turn is not None:
+                due = flow.fair_order(due, turn)
             if limits:
                 busy = [j for j in self._jobs.values() if j.status is Status.RUNNING]
                 chosen = flow.admit(due, busy, limits, limit)
@@ -213,6 +218,7 @@ class InMemoryJobStore:
         types: Sequence[str] | None = None,
         *,
         limits: flow.ClaimLimits | None = None,
+        turn: flow.FairTurn | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many`, then :meth:`claim` (of jobs that were queued before it)."""
         with self._lock:
@@ -220,7 +226,7 @@ class InMemoryJobStore:
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its
             # own claim.
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
-            return finished, self._claim(limit, now, types, requeued, limits)
+            return finished, self._claim(limit, now, types, requeued, limits, turn=turn)
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs not seen since ``stale_before``."""

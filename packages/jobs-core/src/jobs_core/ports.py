@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
-from jobs_core.flow import ClaimLimits
+from jobs_core.flow import ClaimLimits, FairTurn
 
 
 class Clock(Protocol):
@@ -99,9 +99,11 @@ class JobStore(Protocol):
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due queued jobs, highest priority then oldest first, no job to
-        two claimers.
+        two claimers. With ``turn`` (and no ``limits``), in fair order between orgs
+        (:func:`jobs_core.flow.fair_order`).
 
         With ``types``, only jobs of those types (a worker claims only what it can run). With
         ``limits``, only jobs that fit them (:func:`jobs_core.flow.admit`), counting every
@@ -153,6 +155,7 @@ class JobStore(Protocol):
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many` of ``outcomes`` then :meth:`claim` of up to ``limit`` jobs, in
         one round trip: what a worker sends when a job ends while more work waits.

@@ -49,14 +49,24 @@ class SweepReport:
 class JobService:
     """The use cases over one store, one registry and one clock."""
 
-    def __init__(self, store: JobStore, registry: Registry, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        registry: Registry,
+        clock: Clock | None = None,
+        *,
+        fair_claim: bool = False,
+    ) -> None:
         self.store = store
         self.registry = registry
         self.clock: Clock = clock or SystemClock()
+        # Fairness between orgs (opt-in, docs/flow-control.md): this claimer's round-robin turn.
+        self.fair_claim = fair_claim
+        self._turn = flow.FairTurn()
 
     def using(self, store: JobStore) -> JobService:
         """The same use cases over another store (e.g. one bound to a caller's transaction)."""
-        return JobService(store, self.registry, self.clock)
+        return JobService(store, self.registry, self.clock, fair_claim=self.fair_claim)
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -158,6 +168,11 @@ class JobService:
     def claim(self, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs of the registered types."""
         limits = self._limits()
+        if limits is None and self.fair_claim:
+            turn = self._turn
+            claimed = self.store.claim(limit, self.clock.now(), self.registry.names(), turn=turn)
+            self._turn = flow.next_turn(turn, claimed)
+            return claimed
         if limits is None:  # the plain claim (a store written before limits existed works)
             return self.store.claim(limit, self.clock.now(), self.registry.names())
         return self.store.claim(limit, self.clock.now(), self.registry.names(), limits=limits)
@@ -198,7 +213,13 @@ class JobService:
         """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
         ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
         limits = self._limits()
-        if limits is None:
+        if limits is None and self.fair_claim:
+            turn = self._turn
+            finished, claimed = self.store.finish_and_claim(
+                outcomes, limit, self.clock.now(), self.registry.names(), turn=turn
+            )
+            self._turn = flow.next_turn(turn, claimed)
+        elif limits is None:
             finished, claimed = self.store.finish_and_claim(
                 outcomes, limit, self.clock.now(), self.registry.names()
             )

@@ -123,6 +123,17 @@ Index(
     postgresql_where=text("status = 'running'"),
 )
 
+# Queued jobs per org in claim order: the fair claim's skip scan over orgs and each org's head
+# (jobs_postgres.fair; decision 0015 "Fairness between orgs").
+Index(
+    "jobs_org_queue_idx",
+    jobs.c.org_id,
+    jobs.c.priority.desc(),
+    jobs.c.created_at,
+    jobs.c.id,
+    postgresql_where=text("status = 'queued'"),
+)
+
 # Live worker processes (jobs_core.workers): operators' view; never shown to tenants.
 job_workers = Table(
     "job_workers",

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from sqlalchemy import Select, TextClause, and_, select, text, tuple_
 
+from jobs_postgres.fair import fair_due
 from jobs_postgres.schema import jobs
 
 COLUMNS: tuple[str, ...] = tuple(jobs.c.keys())
@@ -272,13 +273,18 @@ WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING {_columns("j")}"""
 
 
-def claim(types: Sequence[str] | None) -> TextClause:
-    """Claim up to ``:limit`` due jobs in one statement (see :func:`_due`)."""
+def claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
+    """Claim up to ``:limit`` due jobs in one statement (see :func:`_due`; with ``fair``, in
+    fair order between orgs, :func:`jobs_postgres.fair.fair_due`)."""
+    if fair:
+        return text(f"WITH RECURSIVE {fair_due(types)}\n{_CLAIM_DUE}\n")
     return text(f"WITH {_due(types)}\n{_CLAIM_DUE}\n")
 
 
 CLAIM_ALL = claim(None)
 CLAIM_TYPES = claim(())
+CLAIM_FAIR_ALL = claim(None, fair=True)
+CLAIM_FAIR_TYPES = claim((), fair=True)
 
 # Index: the primary key, probed with ``id = ANY(:ids)`` (never a join planned as a scan of
 # the history). Merges ``updated_at`` into the progress document
@@ -373,7 +379,7 @@ SELECT finished.* FROM finished {_NOTIFIED}
     )
 
 
-def finish_and_claim(types: Sequence[str] | None) -> TextClause:
+def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
     """FINISH of ``:outcomes`` and a claim of up to ``:limit`` jobs, in one statement.
 
     What a worker slot that just ended its job sends while work waits: its outcome and the
@@ -384,11 +390,11 @@ def finish_and_claim(types: Sequence[str] | None) -> TextClause:
     """
     return text(
         f"""
-WITH {_OUTCOME},
+WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
 {_finished("")},
 {_WAKE.format(source="finished")},
 {_EVENTS.format(source="finished")},
-{_due(types)},
+{fair_due(types) if fair else _due(types)},
 claimed AS (
 {_CLAIM_DUE}
 )
@@ -403,6 +409,8 @@ FINISH = finish(if_stale=False)
 FINISH_IF_STALE = finish(if_stale=True)
 FINISH_AND_CLAIM_ALL = finish_and_claim(None)
 FINISH_AND_CLAIM_TYPES = finish_and_claim(())
+FINISH_AND_CLAIM_FAIR_ALL = finish_and_claim(None, fair=True)
+FINISH_AND_CLAIM_FAIR_TYPES = finish_and_claim((), fair=True)
 
 # Index: jobs_queue_idx, its ``status = 'running'`` range (the running set is small).
 FIND_STALE = text(

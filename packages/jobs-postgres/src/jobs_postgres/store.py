@@ -38,7 +38,7 @@ from jobs_core.domain import (
     Status,
 )
 from jobs_core.errors import DedupConflict, InvalidTransition
-from jobs_core.flow import ClaimLimits
+from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 from sqlalchemy import Connection, Engine, TextClause, exc
@@ -395,19 +395,27 @@ class PostgresJobStore:
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due queued jobs, highest priority then oldest first, in one
-        statement; under ``limits``, in one short transaction (:mod:`jobs_postgres.flow`)."""
+        statement; under ``limits``, in one short transaction (:mod:`jobs_postgres.flow`);
+        with ``turn`` (and no ``limits``), in fair order between orgs
+        (:mod:`jobs_postgres.fair`)."""
         if limit <= 0 or (types is not None and not types):
             return []
         if limits:
             return self._claim_limited(limit, now, types, limits)
-        if types is None:
-            rows = self._hot_rows(sql.CLAIM_ALL, {"now": now, "limit": limit})
-        else:
-            rows = self._hot_rows(
-                sql.CLAIM_TYPES, {"now": now, "limit": limit, "types": list(types)}
-            )
+        params: dict[str, Any] = {"now": now, "limit": limit}
+        if turn is not None:
+            params["after"] = turn.after
+        if types is not None:
+            params["types"] = list(types)
+        statements = (
+            (sql.CLAIM_ALL, sql.CLAIM_TYPES)
+            if turn is None
+            else (sql.CLAIM_FAIR_ALL, sql.CLAIM_FAIR_TYPES)
+        )
+        rows = self._hot_rows(statements[types is not None], params)
         return sorted((_job(row) for row in rows), key=domain.claim_order)
 
     def _claim_limited(
@@ -572,6 +580,7 @@ class PostgresJobStore:
         types: Sequence[str] | None = None,
         *,
         limits: ClaimLimits | None = None,
+        turn: FairTurn | None = None,
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`finish_many` then :meth:`claim`, in one statement (one round trip, one
         commit). A job re-queued by ``outcomes`` is not claimed back by the same call.
@@ -579,7 +588,7 @@ class PostgresJobStore:
         Under ``limits`` the finish commits first, then the claim runs as :meth:`claim` does
         (the places the finish freed are counted as free)."""
         if not outcomes:
-            return [], self.claim(limit, now, types, limits=limits)
+            return [], self.claim(limit, now, types, limits=limits, turn=turn)
         if limit <= 0 or (types is not None and not types):
             return self._finish(outcomes, now, None), []
         if limits:
@@ -592,10 +601,14 @@ class PostgresJobStore:
             ]
             return finished, claimed
         params: dict[str, Any] = {"outcomes": _outcomes_json(outcomes), "now": now, "limit": limit}
+        if turn is not None:
+            params["after"] = turn.after
         if types is None:
-            statement = sql.FINISH_AND_CLAIM_ALL
+            statement = sql.FINISH_AND_CLAIM_ALL if turn is None else sql.FINISH_AND_CLAIM_FAIR_ALL
         else:
-            statement = sql.FINISH_AND_CLAIM_TYPES
+            statement = (
+                sql.FINISH_AND_CLAIM_TYPES if turn is None else sql.FINISH_AND_CLAIM_FAIR_TYPES
+            )
             params["types"] = list(types)
         results: list[Job | None] = [None] * len(outcomes)
         claimed = []
