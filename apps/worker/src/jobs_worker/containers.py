@@ -126,7 +126,9 @@ class Container(containers.DeclarativeContainer):
     wakeup = providers.Factory(_postgres_wakeup, database_url)
     """A LISTEN connection; the worker closes it when it stops."""
 
-    service = providers.ThreadSafeSingleton(JobService, store=store, registry=registry, clock=clock)
+    service = providers.ThreadSafeSingleton(
+        JobService, store=store, registry=registry, clock=clock, fair_claim=config.fair_claim
+    )
     worker_config = providers.Factory(worker_config, config)
     worker = providers.Factory(Worker, service=service, wakeup=wakeup, config=worker_config)
 

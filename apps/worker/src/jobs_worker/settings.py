@@ -52,6 +52,8 @@ class WorkerSettings(BaseSettings):
       and a server crash may forget the last fraction of a second of those writes: a job may
       then run twice, even at the same time on two workers until the first one's heartbeat
       finds its lease gone. A worker crash loses nothing either way.
+    - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
+      rest of its priority, orgs in turn; docs/flow-control.md). Off by default (decision 0015).
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -76,6 +78,7 @@ class WorkerSettings(BaseSettings):
     handlers_dir: Path | None = None
     isolated_types: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["import_csv"])
     child_kill_grace_s: float = Field(default=5.0, ge=0)
+    fair_claim: bool = False
 
     @field_validator("isolated_types", mode="before")
     @classmethod
