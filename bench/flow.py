@@ -68,14 +68,19 @@ def write(name: str, document: Mapping[str, Any], markdown: str) -> Path:
 # -- A/B of the plain drain ------------------------------------------------------------------
 
 
-def _drain_once(root: Path, side: str, n: int, pg_url: str, out: Path) -> dict[str, float]:
-    """One ``bench.run --phases drain`` of the tree at ``root`` (its own virtualenv)."""
+def _drain_once(
+    root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
+) -> dict[str, float]:
+    """One ``bench.run --phases drain`` of the tree at ``root`` (its own virtualenv), with
+    ``env`` added to the environment of the run and its worker."""
     python = root / ".venv" / "bin" / "python"
     command = [
         str(python), "-m", "bench.run", "--pg-url", pg_url, "--phases", "drain", "--n", str(n),
         "--history", "0", "--rounds", "1", "--db", f"bench_flow_{side}", "--out", str(out),
     ]  # fmt: skip
-    subprocess.run(command, cwd=root, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        command, cwd=root, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
     (result,) = sorted(out.glob("2*.json"))
     drain = json.loads(result.read_text())["summary"]["drain"]
     return {"c1": float(drain["default"]["jps"]), "c10": float(drain["c10"]["jps"])}
@@ -83,19 +88,34 @@ def _drain_once(root: Path, side: str, n: int, pg_url: str, out: Path) -> dict[s
 
 def ab(args: argparse.Namespace) -> None:
     sides = {"A": ROOT, "B": Path(args.b).resolve()}
+    envs: dict[str, dict[str, str]] = {}
+    for variant in args.variant:  # more sides: this tree with extra environment
+        name, _, assignments = variant.partition(":")
+        sides[name] = ROOT
+        envs[name] = dict(pair.split("=", 1) for pair in assignments.split(",") if pair)
     figures: dict[str, dict[str, list[float]]] = {s: {"c1": [], "c10": []} for s in sides}
     order = []
     for round_ in range(args.rounds):
-        order += ["A", "B"] if round_ % 2 == 0 else ["B", "A"]
+        order += list(sides) if round_ % 2 == 0 else list(reversed(sides))
     with tempfile.TemporaryDirectory(prefix="bench-flow-ab-") as tmp:
         for index, side in enumerate(order):
             out = Path(tmp, f"{index}-{side}")
-            got = _drain_once(sides[side], side.lower(), args.n, args.pg_url, out)
+            got = _drain_once(
+                sides[side], side.lower(), args.n, args.pg_url, out, env=envs.get(side)
+            )
             log(f"run {index + 1}/{len(order)} side {side}: c1 {got['c1']} c10 {got['c10']} j/s")
             for cfg, value in got.items():
                 figures[side][cfg].append(value)
     medians = {s: {c: statistics.median(v) for c, v in f.items()} for s, f in figures.items()}
     ratios = {c: round(medians["A"][c] / medians["B"][c], 3) for c in ("c1", "c10")}
+    variant_ratios = {
+        name: {c: round(medians[name][c] / medians["B"][c], 3) for c in ("c1", "c10")}
+        for name in envs
+    }
+    spread = {
+        s: {c: [round(min(v), 1), round(max(v), 1)] for c, v in f.items()}
+        for s, f in figures.items()
+    }
     document = {
         "a": str(sides["A"]),
         "b": str(sides["B"]),
@@ -106,18 +126,27 @@ def ab(args: argparse.Namespace) -> None:
         "jps": figures,
         "median_jps": medians,
         "ratio_a_over_b": ratios,
+        "variants": envs,
+        "ratio_variant_over_b": variant_ratios,
+        "min_max_jps": spread,
     }
     rows = "\n".join(
         f"| {c} | {medians['A'][c]:.0f} | {medians['B'][c]:.0f} | {ratios[c]:.3f} |"
         for c in ("c1", "c10")
     )
+    for name, env in envs.items():
+        rows += "\n" + "\n".join(
+            f"| {c} ({name}: {env}) | {medians[name][c]:.0f} | {medians['B'][c]:.0f} | "
+            f"{variant_ratios[name][c]:.3f} |"
+            for c in ("c1", "c10")
+        )
     write(
         "ab",
         document,
         f"# Plain drain A/B ({args.n} no-op jobs, {args.rounds} rounds, order {' '.join(order)})"
         f"\n\nA = {document['a_commit']}, B = {document['b_commit']}; medians of jobs/s.\n\n"
         f"| drain | A j/s | B j/s | A/B |\n|---|---|---|---|\n{rows}\n\n"
-        f"Every run: {json.dumps(figures)}\n",
+        f"Every run: {json.dumps(figures)}\n\nMin/max: {json.dumps(spread)}\n",
     )
 
 
@@ -293,6 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("ab", help="the plain drain of this tree against --b")
     a.add_argument("--b", required=True, help="the other tree (a worktree of main, synced)")
     a.add_argument("--rounds", type=int, default=3)
+    a.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME:KEY=VALUE[,KEY=VALUE]",
+        help="one more side: this tree with that environment (e.g. fair:JOBS_FAIR_CLAIM=1)",
+    )
     a.add_argument("--n", type=int, default=10_000)
     a.set_defaults(run=ab)
     lm = sub.add_parser("limits", help="limited drain, claim latency, fairness")
