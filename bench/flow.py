@@ -313,6 +313,76 @@ def _limits_markdown(r: Mapping[str, Any]) -> str:
     )
 
 
+# -- fairness between orgs: the bound and the claim's cost -------------------------------------
+
+
+def _claims_until(service: Any, target: Any, batch: int) -> int:
+    """Claims of ``batch`` (each claimed job finished at once) until ``target`` starts."""
+    claims = 0
+    while True:
+        claims += 1
+        got = service.claim(batch)
+        for job in got:
+            service.store.finish(job.ref, Done(), SystemClock().now())
+        if not got or any(job.id == target for job in got):
+            return claims
+
+
+def fair(args: argparse.Namespace) -> None:
+    """Org B's single job behind org A's ``--queued`` jobs: the claims until it starts, with
+    the fair claim (claims of 1 and of 10) and with the plain one; then the latency of a claim
+    of 1 at that depth, fair and plain alternated."""
+    from jobs_core import JobService
+
+    result: dict[str, Any] = {"org_a_queued": args.queued}
+    url = recreate_database(args.pg_url, "bench_flow_fairness")
+    wiring.migrate(url)
+    with wiring.service(url, registry) as plain:
+        fair_service = JobService(plain.store, registry, fair_claim=True)
+        for others in (0, 9):
+            for batch in (1, 10):
+                plain.enqueue_many("org-a", "plain_noop", [{"key": "a"}] * args.queued)
+                for i in range(others):
+                    plain.enqueue_many(f"org-{i:02d}", "plain_noop", [{"key": "x"}] * 100)
+                target = plain.enqueue("org-b", "plain_noop", {"key": "b"}).job.id
+                service = JobService(plain.store, registry, fair_claim=True)
+                claims = _claims_until(service, target, batch)
+                result[f"fair_claims_of_{batch}_with_{others + 2}_orgs"] = claims
+                log(f"fair, {others + 2} orgs, claims of {batch}: org B starts at claim {claims}")
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("DELETE FROM jobs")
+                    conn.execute("VACUUM ANALYZE jobs")
+        plain.enqueue_many("org-a", "plain_noop", [{"key": "a"}] * args.queued)
+        target = plain.enqueue("org-b", "plain_noop", {"key": "b"}).job.id
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE jobs")
+        timings: dict[str, list[float]] = {"plain": [], "fair": []}
+        for index in range(2 * args.claims):
+            side = "plain" if index % 2 == 0 else "fair"
+            began = time.perf_counter()
+            got = (plain if side == "plain" else fair_service).claim(1)
+            timings[side].append((time.perf_counter() - began) * 1000)
+            for job in got:
+                plain.store.finish(job.ref, Done(), SystemClock().now())
+        for side, values in timings.items():
+            values.sort()
+            result[f"claim_latency_{side}"] = {
+                "p50_ms": round(statistics.median(values), 2),
+                "p95_ms": round(values[int(len(values) * 0.95) - 1], 2),
+                "max_ms": round(values[-1], 2),
+            }
+        plain_claims = _claims_until(plain, target, 1000)
+        result["plain_org_b_position_at_most"] = plain_claims * 1000
+    lines = "\n".join(f"- {key}: {value}" for key, value in result.items())
+    write(
+        "fair",
+        result,
+        f"# Fairness between orgs ({args.queued:,} queued jobs of org A)\n\n{lines}\n\n"
+        "Claims are counted, not timed (the bound does not depend on the machine); the\n"
+        "latencies are of one process on a shared 2-core machine.\n",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.flow", description=__doc__.split("\n")[0]
@@ -338,6 +408,10 @@ def main(argv: list[str] | None = None) -> int:
     lm.add_argument("--claims", type=int, default=300)
     lm.add_argument("--skip-drain", action="store_true", help="only latency and fairness")
     lm.set_defaults(run=limits)
+    fa = sub.add_parser("fair", help="the fairness bound between orgs and the fair claim's cost")
+    fa.add_argument("--queued", type=int, default=100_000)
+    fa.add_argument("--claims", type=int, default=300)
+    fa.set_defaults(run=fair)
     args = parser.parse_args(argv)
     args.run(args)
     return 0

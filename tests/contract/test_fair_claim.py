@@ -24,15 +24,20 @@ def _ok(ctx: JobContext) -> Mapping[str, Any]:
     return {}
 
 
-def registry() -> Registry:
+def registry(*, limited: bool = False) -> Registry:
+    """``limited``: one more type declares a key limit, so every claim takes the limits path."""
     reg = Registry("fair")
     reg.register(JobType("work", _ok))
     reg.register(JobType("other", _ok))
+    if limited:
+        reg.register(JobType("crawl", _ok, concurrency_key="site_id", concurrency_limit=2))
     return reg
 
 
-def fair(store: JobStore, clock: FakeClock, *, on: bool = True) -> JobService:
-    return JobService(store, registry(), clock, fair_claim=on)
+def fair(
+    store: JobStore, clock: FakeClock, *, on: bool = True, limited: bool = False
+) -> JobService:
+    return JobService(store, registry(limited=limited), clock, fair_claim=on)
 
 
 def backlog(service: JobService, clock: FakeClock, org: str, n: int, **kw: Any) -> None:
@@ -156,6 +161,22 @@ def test_concurrent_fair_claimers_never_share_a_job(store: JobStore, clock: Fake
         thread.join(timeout=120)
     assert not errors
     assert len(taken) == len(set(taken)) == 240
+
+
+def test_fairness_composes_with_the_limits_of_the_claim(store: JobStore, clock: FakeClock) -> None:
+    service = fair(store, clock, limited=True)
+    service.enqueue_many("org-a", "crawl", [{"site_id": f"s{i % 3}"} for i in range(90)])
+    clock.advance(1)
+    b = service.enqueue("org-b", "crawl", {"site_id": "s0"}).job
+    c = service.enqueue("org-c", "crawl", {"site_id": "s9"}).job
+    first = [service.claim(1) for _ in range(3)]
+    assert [len(t) for t in first] == [1, 1, 1]
+    assert {c.id, b.id} <= {t[0].id for t in first}
+    running = first[0] + first[1] + first[2]
+    running += service.claim(20)
+    per_site = Counter(j.payload["site_id"] for j in running)
+    assert max(per_site.values()) <= 2  # the key limit holds under the fair order
+    assert set(per_site) == {"s0", "s1", "s2", "s9"}
 
 
 # ---- the rule itself (pure) -------------------------------------------------------------------

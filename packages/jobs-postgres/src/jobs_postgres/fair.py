@@ -26,10 +26,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def fair_due(types: Sequence[str] | None) -> str:
-    """The CTEs of a fair claim, ending in ``due`` (the ids of up to ``:limit`` due jobs,
-    locked), in SQLAlchemy ``text`` syntax; the statement must start ``WITH RECURSIVE``."""
+def fair_due(
+    types: Sequence[str] | None, *, name: str = "due", extra: str = "", psycopg: bool = False
+) -> str:
+    """The CTEs of a fair claim, ending in ``name`` (the ids of up to ``:limit`` due jobs,
+    locked), in SQLAlchemy ``text`` syntax (``psycopg``: ``%(name)s`` syntax); the statement
+    must start ``WITH RECURSIVE``. ``extra``: more conditions on a candidate ``j`` (the full
+    keys and types of a claim under limits, :func:`jobs_postgres.flow.lock_candidates`)."""
     type_filter = "AND j.type = ANY(CAST(:types AS text[]))" if types is not None else ""
+    text = _fair_due(type_filter + extra, name)
+    if psycopg:
+        for param in ("types", "now", "limit", "after"):
+            text = text.replace(f":{param}", f"%({param})s")
+    return text
+
+
+def _fair_due(type_filter: str, name: str) -> str:
     return f"""fair_orgs AS (
     (SELECT j.org_id FROM jobs AS j WHERE j.status = 'queued' ORDER BY j.org_id LIMIT 1)
     UNION ALL
@@ -81,7 +93,7 @@ fair_fill AS (
     LIMIT (:limit - (SELECT count(*) FROM fair_pick))
     FOR UPDATE SKIP LOCKED
 ),
-due AS (
+{name} AS (
     SELECT p.id FROM fair_pick AS p
     UNION ALL
     SELECT f.id FROM fair_fill AS f

@@ -404,7 +404,7 @@ class PostgresJobStore:
         if limit <= 0 or (types is not None and not types):
             return []
         if limits:
-            return self._claim_limited(limit, now, types, limits)
+            return self._claim_limited(limit, now, types, limits, turn)
         params: dict[str, Any] = {"now": now, "limit": limit}
         if turn is not None:
             params["after"] = turn.after
@@ -419,17 +419,25 @@ class PostgresJobStore:
         return sorted((_job(row) for row in rows), key=domain.claim_order)
 
     def _claim_limited(
-        self, limit: int, now: datetime, types: Sequence[str] | None, limits: ClaimLimits
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None,
+        limits: ClaimLimits,
+        turn: FairTurn | None = None,
     ) -> list[Job]:
         """The claim under concurrency limits: lock candidates and their keys, then claim the
         ones that fit, counted in a snapshot taken after the keys are locked (decision 0015)."""
         params: dict[str, Any] = {"now": now, "limit": limit, **flow.limit_params(limits)}
         if types is not None:
             params["types"] = list(types)
+        if turn is not None:
+            params["after"] = turn.after
 
         def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
             execute(flow.PLANNER, {})
-            ids = [row[0] for row in execute(flow.lock_candidates(types is not None), params)]
+            candidates = flow.lock_candidates(types is not None, fair=turn is not None)
+            ids = [row[0] for row in execute(candidates, params)]
             if not ids:
                 return []
             return execute(_CLAIM_ADMITTED, {**params, "ids": ids})
@@ -596,7 +604,7 @@ class PostgresJobStore:
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
             claimed = [
                 job
-                for job in self.claim(limit, now, types, limits=limits)
+                for job in self.claim(limit, now, types, limits=limits, turn=turn)
                 if job.id not in requeued
             ]
             return finished, claimed
