@@ -290,3 +290,23 @@ def test_log_lines_render_as_key_value_text_or_json() -> None:
     assert document["event"] == "job.finished"
     assert document["error"] == 'Bad "x" y'
     assert document["level"] == "info"
+
+
+@pytest.mark.parametrize(("raw", "fair"), [(None, False), ("1", True), ("0", False)])
+def test_jobs_fair_claim_turns_the_fair_claim_on_in_the_worker(
+    monkeypatch: pytest.MonkeyPatch, raw: str | None, fair: bool
+) -> None:
+    if raw is None:
+        monkeypatch.delenv("JOBS_FAIR_CLAIM", raising=False)
+    else:
+        monkeypatch.setenv("JOBS_FAIR_CLAIM", raw)
+    container = build_container(WorkerSettings(demo_types=True), worker_registry(True))
+    container.store.override(providers.Object(InMemoryJobStore()))
+    container.clock.override(providers.Object(FakeClock()))
+    assert container.service().fair_claim is fair
+
+
+def test_a_bad_jobs_fair_claim_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JOBS_FAIR_CLAIM", "perhaps")
+    with pytest.raises(ValueError, match="fair_claim"):
+        WorkerSettings()
