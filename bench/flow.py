@@ -334,24 +334,29 @@ def fair(args: argparse.Namespace) -> None:
     of 1 at that depth, fair and plain alternated."""
     from jobs_core import JobService
 
+    # no type declares a limit: the fair order does not apply under limits (decision 0015)
+    plain_types = Registry("bench-fair")
+    plain_types.register(JobType("plain_noop", _noop))
     result: dict[str, Any] = {"org_a_queued": args.queued}
     url = recreate_database(args.pg_url, "bench_flow_fairness")
     wiring.migrate(url)
-    with wiring.service(url, registry) as plain:
-        fair_service = JobService(plain.store, registry, fair_claim=True)
+    with wiring.service(url, plain_types) as plain:
+        fair_service = JobService(plain.store, plain_types, fair_claim=True)
         for others in (0, 9):
             for batch in (1, 10):
                 plain.enqueue_many("org-a", "plain_noop", [{"key": "a"}] * args.queued)
                 for i in range(others):
                     plain.enqueue_many(f"org-{i:02d}", "plain_noop", [{"key": "x"}] * 100)
                 target = plain.enqueue("org-b", "plain_noop", {"key": "b"}).job.id
-                service = JobService(plain.store, registry, fair_claim=True)
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("ANALYZE jobs")
+                service = JobService(plain.store, plain_types, fair_claim=True)
                 claims = _claims_until(service, target, batch)
                 result[f"fair_claims_of_{batch}_with_{others + 2}_orgs"] = claims
                 log(f"fair, {others + 2} orgs, claims of {batch}: org B starts at claim {claims}")
                 with psycopg.connect(url, autocommit=True) as conn:
                     conn.execute("DELETE FROM jobs")
-                    conn.execute("VACUUM ANALYZE jobs")
+                    conn.execute("VACUUM jobs")
         plain.enqueue_many("org-a", "plain_noop", [{"key": "a"}] * args.queued)
         target = plain.enqueue("org-b", "plain_noop", {"key": "b"}).job.id
         with psycopg.connect(url, autocommit=True) as conn:

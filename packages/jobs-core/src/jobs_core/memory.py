@@ -131,7 +131,7 @@ class InMemoryJobStore:
                 ),
                 key=domain.claim_order,
             )
-            if turn is not None:
+            if turn is not None and not limits:  # fair order: not under limits (decision 0015)
                 due = flow.fair_order(due, turn)
             if limits:
                 busy = [j for j in self._jobs.values() if j.status is Status.RUNNING]

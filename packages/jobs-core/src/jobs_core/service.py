@@ -168,11 +168,9 @@ class JobService:
     def claim(self, limit: int) -> list[Job]:
         """Claim up to ``limit`` jobs of the registered types."""
         limits = self._limits()
-        if self.fair_claim:
+        if limits is None and self.fair_claim:  # not under limits (decision 0015)
             turn = self._turn
-            claimed = self.store.claim(
-                limit, self.clock.now(), self.registry.names(), limits=limits, turn=turn
-            )
+            claimed = self.store.claim(limit, self.clock.now(), self.registry.names(), turn=turn)
             self._turn = flow.next_turn(turn, claimed)
             return claimed
         if limits is None:  # the plain claim (a store written before limits existed works)
@@ -215,10 +213,10 @@ class JobService:
         """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
         ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
         limits = self._limits()
-        if self.fair_claim:
+        if limits is None and self.fair_claim:
             turn = self._turn
             finished, claimed = self.store.finish_and_claim(
-                outcomes, limit, self.clock.now(), self.registry.names(), limits=limits, turn=turn
+                outcomes, limit, self.clock.now(), self.registry.names(), turn=turn
             )
             self._turn = flow.next_turn(turn, claimed)
         elif limits is None:

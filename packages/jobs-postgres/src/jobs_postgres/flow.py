@@ -25,8 +25,6 @@ from typing import Any
 
 from jobs_core.flow import ClaimLimits
 
-from jobs_postgres.fair import fair_due
-
 # Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
 _KEY_LOCK = "hashtextextended(d.type || chr(31) || d.concurrency_key, 1501)"
 _TYPE_LOCK = "hashtextextended(d.type, 1502)"
@@ -50,25 +48,15 @@ running AS (
 PLANNER = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
 
 
-def lock_candidates(with_types: bool, fair: bool = False) -> str:
+def lock_candidates(with_types: bool) -> str:
     """Statement 1 of a claim under limits (psycopg syntax): the ids of the locked candidates.
 
     Index: jobs_queue_idx for the walk (its queued range in claim order: it stops after
     ``limit`` candidates), jobs_running_key_idx for the running set.
     """
     type_filter = "AND j.type = ANY(CAST(%(types)s AS text[]))" if with_types else ""
-    due = _due(type_filter)
-    if fair:  # the candidates in fair order between orgs (jobs_postgres.fair)
-        due = (
-            fair_due(["-"] if with_types else None, name="fair_due", extra=_FITS, psycopg=True)
-            + """,
-due AS (
-    SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
-    WHERE j.id = ANY(ARRAY(SELECT f.id FROM fair_due AS f))
-)"""
-        )
     return f"""
-WITH {"RECURSIVE " if fair else ""}{_LIMITS},
+WITH {_LIMITS},
 full_keys AS (
     SELECT r.type, r.concurrency_key FROM running AS r JOIN lim AS l USING (type)
     WHERE r.concurrency_key IS NOT NULL AND l.key_limit IS NOT NULL
@@ -79,7 +67,19 @@ full_types AS (
     WHERE l.type_limit IS NOT NULL
     GROUP BY r.type, l.type_limit HAVING count(*) >= l.type_limit
 ),
-{due},
+due AS (
+    SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
+    WHERE j.status = 'queued' AND j.run_at <= %(now)s {type_filter}
+      -- scalar filters against arrays built once (InitPlans), never joins: the walk stays an
+      -- ordered scan of the index that stops after ``limit`` rows whatever the estimates
+      AND j.type <> ALL(ARRAY(SELECT t.type FROM full_types AS t))
+      AND (j.concurrency_key IS NULL OR j.type || chr(31) || j.concurrency_key <> ALL(
+          ARRAY(SELECT f.type || chr(31) || f.concurrency_key FROM full_keys AS f)
+      ))
+    ORDER BY j.priority DESC, j.created_at, j.id
+    LIMIT %(limit)s
+    FOR UPDATE OF j SKIP LOCKED
+),
 locks AS (
     SELECT pg_advisory_xact_lock(k.id) FROM (
         SELECT {_KEY_LOCK} AS id FROM due AS d JOIN lim AS l USING (type)
@@ -92,26 +92,6 @@ locks AS (
 )
 SELECT d.id FROM due AS d CROSS JOIN (SELECT count(*) FROM locks) AS held
 """
-
-
-# A candidate ``j`` whose key and type are not full in this snapshot: scalar filters against
-# arrays built once (InitPlans), never joins, so a walk stays an ordered scan of an index that
-# stops after ``limit`` rows whatever the estimates.
-_FITS = """
-      AND j.type <> ALL(ARRAY(SELECT t.type FROM full_types AS t))
-      AND (j.concurrency_key IS NULL OR j.type || chr(31) || j.concurrency_key <> ALL(
-          ARRAY(SELECT f.type || chr(31) || f.concurrency_key FROM full_keys AS f)
-      ))"""
-
-
-def _due(type_filter: str) -> str:
-    return f"""due AS (
-    SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
-    WHERE j.status = 'queued' AND j.run_at <= %(now)s {type_filter}{_FITS}
-    ORDER BY j.priority DESC, j.created_at, j.id
-    LIMIT %(limit)s
-    FOR UPDATE OF j SKIP LOCKED
-)"""
 
 
 def claim_admitted(columns: str) -> str:

@@ -404,7 +404,7 @@ class PostgresJobStore:
         if limit <= 0 or (types is not None and not types):
             return []
         if limits:
-            return self._claim_limited(limit, now, types, limits, turn)
+            return self._claim_limited(limit, now, types, limits)
         params: dict[str, Any] = {"now": now, "limit": limit}
         if turn is not None:
             params["after"] = turn.after
@@ -419,25 +419,17 @@ class PostgresJobStore:
         return sorted((_job(row) for row in rows), key=domain.claim_order)
 
     def _claim_limited(
-        self,
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None,
-        limits: ClaimLimits,
-        turn: FairTurn | None = None,
+        self, limit: int, now: datetime, types: Sequence[str] | None, limits: ClaimLimits
     ) -> list[Job]:
         """The claim under concurrency limits: lock candidates and their keys, then claim the
         ones that fit, counted in a snapshot taken after the keys are locked (decision 0015)."""
         params: dict[str, Any] = {"now": now, "limit": limit, **flow.limit_params(limits)}
         if types is not None:
             params["types"] = list(types)
-        if turn is not None:
-            params["after"] = turn.after
 
         def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
             execute(flow.PLANNER, {})
-            candidates = flow.lock_candidates(types is not None, fair=turn is not None)
-            ids = [row[0] for row in execute(candidates, params)]
+            ids = [row[0] for row in execute(flow.lock_candidates(types is not None), params)]
             if not ids:
                 return []
             return execute(_CLAIM_ADMITTED, {**params, "ids": ids})
@@ -596,7 +588,7 @@ class PostgresJobStore:
         Under ``limits`` the finish commits first, then the claim runs as :meth:`claim` does
         (the places the finish freed are counted as free)."""
         if not outcomes:
-            return [], self.claim(limit, now, types, limits=limits, turn=turn)
+            return [], self.claim(limit, now, types, limits=limits, turn=None if limits else turn)
         if limit <= 0 or (types is not None and not types):
             return self._finish(outcomes, now, None), []
         if limits:
@@ -604,7 +596,7 @@ class PostgresJobStore:
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
             claimed = [
                 job
-                for job in self.claim(limit, now, types, limits=limits, turn=turn)
+                for job in self.claim(limit, now, types, limits=limits)
                 if job.id not in requeued
             ]
             return finished, claimed
