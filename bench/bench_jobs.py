@@ -52,7 +52,7 @@ class JobsAdapter:
     """jobs, as the harness sees a system (see the harness README, "Adding a system")."""
 
     name = "jobs"
-    # "default" is what a worker does without options: spec 000 runs one job at a time
+    # "default" is what a worker does without options: docs/contract.md §4 runs one job at a time
     # (JOBS_CONCURRENCY defaults to 1); "c10" is ten slots (`jobs worker --concurrency 10`);
     # "c10nosync" adds the opt-in `--no-synchronous-commit` (faster, not crash-proof: decision
     # 0006), reported apart like procrastinate's "c10pool12".

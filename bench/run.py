@@ -81,8 +81,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PHASES = ("enqueue", "drain", "history", "latency", "api")
 DRAIN_CONFIGS = {"default": 1, "c10": 10}
-"""Worker configurations: ``default`` is the concurrency a worker has without options (spec 000:
-one job at a time); ``c10`` is ten slots."""
+"""Worker configurations: ``default`` is the concurrency a worker has without options
+(docs/contract.md §4: one job at a time); ``c10`` is ten slots."""
 
 
 @dataclass

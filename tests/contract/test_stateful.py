@@ -2,7 +2,7 @@
 
 Random sequences of enqueue (with and without keys, both scopes), claim, heartbeat, finish
 (done, failed, cancelled, retryable re-queue), sweep under a moving fake clock, cancel and retry
-are driven against the store; after every step the invariants of ``design.md`` are checked on
+are driven against the store; after every step the invariants of docs/contract.md §7 are checked on
 what the store reports. Part of the contract suite, so it runs on every adapter.
 """
 

@@ -1,4 +1,5 @@
-"""The store contract: every scenario of spec 000 §5 the store can express, on every adapter."""
+"""The store contract: every scenario of docs/contract.md the store can express, on every
+adapter."""
 
 from __future__ import annotations
 

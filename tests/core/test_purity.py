@@ -1,4 +1,5 @@
-"""jobs-core imports nothing outside the standard library (design.md: dependencies point inward)."""
+"""jobs-core imports nothing outside the standard library (README, Architecture: dependencies
+point inward)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """``map_reconcile`` and the convergence invariant on PostgreSQL.
 
-Invariant (spec 000 §1, Imports §3.9): whatever the order in which imports finish, pages arrive
-and reconciles run — pages arriving while a reconcile runs included — once the queue drains,
-every imported row whose normalized URL is a page of its target is mapped to that page.
+Invariant (docs/contract.md §3, docs/imports.md): whatever the order in which imports finish,
+pages arrive and reconciles run — pages arriving while a reconcile runs included — once the
+queue drains, every imported row whose normalized URL is a page of its target is mapped to that
+page.
 """
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_settings_defaults_follow_the_spec() -> None:
     settings = WorkerSettings()
-    assert settings.concurrency == 1  # spec 000: one job at a time
+    assert settings.concurrency == 1  # docs/contract.md §4: one job at a time
     assert settings.heartbeat_s == 30
     assert settings.sweep_threshold_s == 600
     assert settings.sweep_interval_s == 60

@@ -25,7 +25,8 @@ class WaitingOut(BaseModel):
 
 
 class JobOut(BaseModel):
-    """A job as an org sees it: the fields of spec 000 §3 plus its attempt and scheduling state.
+    """A job as an org sees it: the fields of docs/contract.md §8 plus its attempt and scheduling
+    state.
 
     ``payload`` is the job's payload as its type's schema normalized it (what a person needs to
     tell jobs of one type apart). ``dedup_key`` is the key the job was enqueued with (kept after

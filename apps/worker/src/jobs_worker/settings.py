@@ -18,10 +18,10 @@ class WorkerSettings(BaseSettings):
 
     - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
       ``JOBS_DATA_DIR`` (``jobs_postgres.database.resolve_database_url``).
-    - ``JOBS_CONCURRENCY``: slots, i.e. jobs run at once by this process (spec 000: 1).
+    - ``JOBS_CONCURRENCY``: slots, i.e. jobs run at once by this process (1: docs/contract.md §4).
     - ``JOBS_HEARTBEAT_S``: how often every running job's ``progress.updated_at`` is refreshed.
     - ``JOBS_SWEEP_INTERVAL_S`` / ``JOBS_SWEEP_THRESHOLD_S``: how often zombies are looked for, and
-      how long a running job may stay silent before it is one (spec 000 §2.5).
+      how long a running job may stay silent before it is one (docs/contract.md §5).
     - ``JOBS_POLL_INTERVAL_S``: the fallback poll when no notification arrives.
     - ``JOBS_CANCEL_CHECK_S``: how often running jobs are checked for a cancellation request.
     - ``JOBS_SHUTDOWN_GRACE_S``: after SIGTERM/SIGINT, how long running jobs may take to finish

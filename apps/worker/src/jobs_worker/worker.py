@@ -867,7 +867,7 @@ class Worker:
                 return
 
     def sweep(self) -> int:
-        """Re-queue or fail the zombies once (spec 000 §2.5); how many jobs it changed.
+        """Re-queue or fail the zombies once (docs/contract.md §5); how many jobs it changed.
 
         This worker's own jobs are heartbeaten first: after an outage longer than the threshold
         their last heartbeat is old, yet they are alive (a finished one only waits for its

@@ -1,8 +1,8 @@
 """``map_reconcile``: map every unmapped imported row whose normalized URL is a page's.
 
-The convergence invariant (spec 000 §1, Imports §3.9): whatever the order in which imports
-finish, pages arrive and reconciles run, once the queue drains every row that matches a page is
-mapped. Three pieces make it hold:
+The convergence invariant (docs/contract.md §3, docs/imports.md): whatever the order in which
+imports finish, pages arrive and reconciles run, once the queue drains every row that matches a
+page is mapped. Three pieces make it hold:
 
 1. **Every writer enqueues in its own transaction.** An import's final transaction and every
    page load call :func:`request_reconcile` before committing, so the data and the request to
@@ -80,7 +80,7 @@ def lock_target_exclusive(conn: Connection, site_target_id: uuid.UUID) -> None:
 
 
 def reconcile_dedup_key(site_target_id: uuid.UUID) -> str:
-    """``map_reconcile:<site_target_id>`` (spec 000 §1 convention)."""
+    """``map_reconcile:<site_target_id>`` (the key convention of docs/contract.md §3)."""
     return f"{RECONCILE}:{site_target_id}"
 
 

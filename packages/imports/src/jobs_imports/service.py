@@ -457,8 +457,8 @@ class ImportsService:
     ) -> list[ReconcileEvent]:
         """The target's ``map_reconcile`` jobs, newest first: the Imports tab's events.
 
-        Read from the ``jobs`` table by the payload convention of spec 000 §1 (the scope id at
-        the payload's top level), within the org's ``(org_id, type, created_at)`` index range.
+        Read from the ``jobs`` table by the payload convention of docs/contract.md §1 (the scope
+        id at the payload's top level), within the org's ``(org_id, type, created_at)`` index range.
         """
         with unavailable_as_store_error(), self.engine.connect() as conn:
             self.site_target_in(conn, org_id, site_target_id)

@@ -39,7 +39,7 @@ FINISHED: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANC
 
 
 class DedupScope(enum.StrEnum):
-    """When a job's dedup key is released (spec 000 §1).
+    """When a job's dedup key is released (docs/contract.md §3).
 
     ``QUEUE``: at claim — the same work never piles up in the queue, yet can be enqueued again as
     soon as a run starts (no lost wake-up). ``ACTIVE``: when the job ends — never two active
@@ -382,7 +382,7 @@ def is_stale(job: Job, stale_before: datetime) -> bool:
 
 
 def sweep_outcome(job: Job, now: datetime) -> Outcome:
-    """What the sweep does with a zombie (spec 000 §2.5).
+    """What the sweep does with a zombie (docs/contract.md §5).
 
     While ``attempts < max_attempts`` it goes back to the queue (the next claim counts the next
     attempt); otherwise it fails for good. A zombie whose cancellation was requested is not run

@@ -44,12 +44,12 @@ class PayloadSchema(Protocol):
 class JobType:
     """Everything a module declares about one kind of job.
 
-    - ``max_attempts``: claims allowed before a zombie is failed for good (spec 000 §2.5);
+    - ``max_attempts``: claims allowed before a zombie is failed for good (docs/contract.md §5);
     - ``dedup_scope``: when the dedup key is released (see :class:`DedupScope`);
     - ``on_fail``: the module's hook to make its domain state consistent after a failure;
     - ``retry``: which errors re-queue with backoff (none by default);
     - ``timeout_s``: an attempt running longer fails as a timeout;
-    - ``retention_days``: None keeps the rows forever (the default, spec 000 §1);
+    - ``retention_days``: None keeps the rows forever (the default, docs/contract.md §1);
     - ``keep_done`` / ``keep_failed``: keep only the latest N done / failed-or-cancelled
       jobs of the type (None: no count limit; see :mod:`jobs_core.retention`);
     - ``protected``: the rows are domain history: never purged, never deletable;

@@ -14,7 +14,8 @@ Backoff = Callable[[int], float]
 
 
 def exponential(base_s: float = 2.0, factor: float = 2.0, cap_s: float = 3600.0) -> Backoff:
-    """``base_s * factor**(attempt-1)`` seconds, capped: 2 s, 4 s, 8 s… by default (spec 004)."""
+    """``base_s * factor**(attempt-1)`` seconds, capped: 2 s, 4 s, 8 s… by default
+    (docs/contract.md §2)."""
     if base_s < 0 or factor < 1 or cap_s < 0:
         raise ValueError("exponential backoff needs base_s >= 0, factor >= 1, cap_s >= 0")
 
@@ -42,8 +43,8 @@ def jitter(backoff: Backoff, ratio: float = 0.1, rng: random.Random | None = Non
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Which exceptions re-queue the job (none by default: spec 000 makes an uncaught exception a
-    definitive failure) and the delay before the next attempt."""
+    """Which exceptions re-queue the job (none by default: docs/contract.md §2 makes an uncaught
+    exception a definitive failure) and the delay before the next attempt."""
 
     retry_on: tuple[type[BaseException], ...] = ()
     backoff: Backoff = field(default_factory=exponential)

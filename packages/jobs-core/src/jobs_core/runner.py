@@ -1,8 +1,9 @@
 """Running one claimed job: call its handler, turn what happened into an :class:`Outcome`.
 
 The worker deployable owns slots, threads and signals; this module owns the rules: an uncaught
-exception is a definitive failure (spec 000), a declared-retryable one re-queues with backoff while
-attempts remain, a timeout fails the attempt, a cancellation ends the job ``cancelled``.
+exception is a definitive failure (docs/contract.md §2), a declared-retryable one re-queues with
+backoff while attempts remain, a timeout fails the attempt, a cancellation ends the job
+``cancelled``.
 
 Timeouts hold for every handler (docs/worker.md, "Timeouts"): a sync handler with a timeout and
 every async handler run on a thread of their own (an async one on its own event loop there), and

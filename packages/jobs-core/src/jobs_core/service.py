@@ -91,7 +91,7 @@ class JobService:
         return self.enqueue_new(new)
 
     def enqueue_new(self, new: NewJob) -> Enqueued:
-        """Enqueue an already resolved :class:`NewJob` (the dedup loop of spec 000 §1)."""
+        """Enqueue an already resolved :class:`NewJob` (the dedup loop of docs/contract.md §3)."""
         for _ in range(ENQUEUE_TRIES):
             job = self.store.insert(new, self.clock.now())
             if job is not None:

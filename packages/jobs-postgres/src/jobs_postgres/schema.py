@@ -57,7 +57,7 @@ JOBS_STORAGE = {
 jobs = Table(
     "jobs",
     metadata,
-    # -- spec 000 §1 ----------------------------------------------------------------------------
+    # -- docs/contract.md §1 --------------------------------------------------------------------
     Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("uuidv7()")),
     Column("org_id", Text, nullable=False),
     Column("type", Text, nullable=False),

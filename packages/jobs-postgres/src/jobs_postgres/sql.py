@@ -260,7 +260,7 @@ def _due(types: Sequence[str] | None) -> str:
 # The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
 # join with the CTE could be planned as a scan of the whole table, whose history the planner
 # cannot see through the CTE. The key of a ``queue``-scope job is released in the same
-# statement (spec 000 §1).
+# statement (docs/contract.md §3).
 _CLAIM_DUE = f"""UPDATE jobs AS j
 SET status = 'running',
     attempts = j.attempts + 1,

@@ -1,4 +1,4 @@
-"""The jobs table (spec 000 §1 + the design brief), api_tokens, and uuidv7() before PG 18.
+"""The jobs table (docs/contract.md §1), api_tokens, and uuidv7() before PG 18.
 
 Revision ID: 0001_jobs
 Revises:
