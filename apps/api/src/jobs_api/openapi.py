@@ -82,15 +82,19 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         if job_type.payload_schema is not None:
             declared = _hoist_defs(job_type.payload_schema.json_schema(), component, components)
             payload = _nul_free(declared)
+        properties: dict[str, Any] = {
+            "type": {"type": "string", "const": job_type.name},
+            "payload": payload,
+        }
+        if job_type.dedup_key is None:
+            # A type that owns its key derives it from the payload (docs/flow-control.md): the
+            # document offers no key to choose (the same key is accepted, any other is a 422).
+            properties["dedup_key"] = dedup_key
         variant = {
             "type": "object",
             "title": f"Enqueue {job_type.name}",
             "description": job_type.description or f"Enqueue a `{job_type.name}` job.",
-            "properties": {
-                "type": {"type": "string", "const": job_type.name},
-                "payload": payload,
-                "dedup_key": dedup_key,
-            },
+            "properties": properties,
             # A payload whose schema requires fields must be sent; an absent one is {}.
             "required": ["type", "payload"] if payload.get("required") else ["type"],
             "additionalProperties": False,
@@ -143,6 +147,12 @@ def _nul_free(node: Any) -> Any:
             result["pattern"] = NUL_FREE
     if "object" in types and "propertyNames" not in result:
         result["propertyNames"] = {"pattern": NUL_FREE}
+    # Values a schema leaves open (extra properties, untyped items) are still checked by the core
+    # for what every store can hold: the document says so instead of promising "anything".
+    if "object" in types and result.get("additionalProperties", True) is True:
+        result["additionalProperties"] = {"$ref": _COMPONENTS + "JsonValue"}
+    if "array" in types and result.get("items", True) is True:
+        result["items"] = {"$ref": _COMPONENTS + "JsonValue"}
     return result
 
 
