@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from jobs_core import (
@@ -189,6 +190,50 @@ def test_the_head_is_after_every_committed_event(service: JobService, feed: Even
     later = service.enqueue(ORG, "reconcile").job
     assert [e.job.id for e in everything(feed, head)] == [later.id]
     assert feed.horizon() <= head
+
+
+def test_the_present_tells_committed_changes_apart(service: JobService, feed: EventFeed) -> None:
+    start = feed.head()
+    before = service.enqueue(ORG, "reconcile").job
+    present = feed.present()
+    after = service.enqueue(ORG, "reconcile").job
+    by_job = {e.job.id: e.position for e in everything(feed, start)}
+    assert present.committed(by_job[before.id])
+    assert not present.committed(by_job[after.id])
+    assert present.cursor <= present.until
+
+
+@pytest.mark.postgres
+def test_the_present_is_a_snapshot_not_a_position(pg_engine: Any) -> None:
+    """A transaction that got its id first but commits after the present writes *below* a
+    change that committed before it: no single position separates them, the present does."""
+    from jobs_postgres.events import PostgresEventFeed
+    from jobs_postgres.store import PostgresJobStore
+    from sqlalchemy import text
+
+    feed = PostgresEventFeed(pg_engine)
+    service = service_for(PostgresJobStore(pg_engine), FakeClock())
+    try:
+        start = feed.head()
+        with pg_engine.connect() as slow:
+            slow.execute(text("SELECT pg_current_xact_id()"))  # its id, before the other's
+            early = service.enqueue(ORG, "reconcile").job  # a later id, committed now
+            present = feed.present()
+            slow.execute(
+                text("UPDATE jobs SET payload = '{\"late\": true}' WHERE id = :id"),
+                {"id": early.id},
+            )
+            slow.commit()
+        enqueued, updated = (
+            next(e for e in everything(feed, start) if e.kind.value == kind)
+            for kind in ("enqueued", "updated")
+        )
+        assert updated.position < enqueued.position  # id order is not commit order
+        assert enqueued.position > present.cursor  # a position alone would deliver it
+        assert present.committed(enqueued.position)
+        assert not present.committed(updated.position)
+    finally:
+        feed.close()
 
 
 def test_wait_returns_when_a_change_is_committed(service: JobService, feed: EventFeed) -> None:

@@ -31,7 +31,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
 from jobs_core import Status, StoreUnavailable
-from jobs_core.events import EventFeed, JobEvent, Position
+from jobs_core.events import EventFeed, JobEvent, Position, Present
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -224,8 +224,15 @@ class EventHub:
             self._thread.join(timeout=5)
         self.feed.close()
 
-    async def subscribe(self, subscriber: Subscriber) -> Position:
-        """Register a stream; every event after the returned position will be offered to it.
+    async def subscribe(self, subscriber: Subscriber) -> Present:
+        """Register a stream; every change not committed at the returned moment will be
+        offered to it (with some that were: the stream leaves those out).
+
+        The moment is the database's, taken *after* the stream is registered: the hub's
+        cursor lags the database (it moves every poll, and jumps only while nobody listens),
+        so a change committed before the stream opened can still be read and offered after;
+        the moment tells it apart. Taken after the registration, no change later than it can
+        have been dispatched before the stream was there to be offered it.
 
         Raises ``StoreUnavailable`` when the feed cannot be read within ``SUBSCRIBE_WAIT_S``.
         """
@@ -237,8 +244,11 @@ class EventHub:
         except (TimeoutError, OSError) as error:
             raise StoreUnavailable(f"the event feed cannot be read: {error}") from None
         self._subscribers[subscriber.org_id].add(subscriber)
-        assert self.cursor is not None
-        return self.cursor
+        try:
+            return await run_in_threadpool(self.feed.present)
+        except BaseException:
+            self.unsubscribe(subscriber)
+            raise
 
     def unsubscribe(self, subscriber: Subscriber) -> None:
         """Forget a closed stream."""
@@ -433,7 +443,7 @@ async def _stream(
     subscriber: Subscriber,
     raw_id: str | None,
     *,
-    present: Position,
+    present: Present,
     keepalive_s: float,
     recheck_s: float,
 ) -> AsyncIterator[bytes]:
@@ -447,12 +457,15 @@ async def _stream(
             horizon = await run_in_threadpool(hub.feed.horizon)
             if resume < horizon:
                 reason, resume = "expired", None
-        yield control_frame("ready", ids.encode(resume or present), resumed=resume is not None)
+        start = present.cursor if resume is None else resume
+        yield control_frame("ready", ids.encode(start), resumed=resume is not None)
         if reason is not None:
-            yield control_frame("resync", ids.encode(present), reason=reason)
-        skip_upto = present
+            yield control_frame("resync", ids.encode(present.cursor), reason=reason)
+        # A fresh stream leaves out what had committed before its ready; a resumed one gets
+        # every change after its id (replayed from the log, then live).
+        before: Present | None = present if resume is None else None
+        skip_upto = start
         if resume is not None:
-            skip_upto = resume
             async for frames, cursor in _replay(hub, subscriber, resume):
                 skip_upto = max(skip_upto, cursor)
                 if frames:
@@ -463,7 +476,11 @@ async def _stream(
                 at, subscriber.resync_at = subscriber.resync_at, None
                 skip_upto = max(skip_upto, at)
                 yield control_frame("resync", ids.encode(at), reason="slow_client")
-            chunk = [e.frame for e in _drain(subscriber.queue) if e.position > skip_upto]
+            chunk = [
+                e.frame
+                for e in _drain(subscriber.queue)
+                if e.position > skip_upto and (before is None or not before.committed(e.position))
+            ]
             if chunk:
                 yield b"".join(chunk)
                 continue

@@ -102,6 +102,27 @@ class JobEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Present:
+    """A moment of the log, as :meth:`EventFeed.present` takes it: which changes had committed.
+
+    Positions do not follow commit order on PostgreSQL (a transaction's id is given when it
+    starts writing), so a moment is not one position: every event at or before ``cursor`` had
+    committed, every event at or after ``until`` had not, and between them an event had
+    committed unless its ``xid`` is in ``running``. In memory ``cursor == until``.
+    """
+
+    cursor: Position
+    until: Position
+    running: frozenset[int] = frozenset()
+
+    def committed(self, position: Position) -> bool:
+        """Whether the change at ``position`` had committed at this moment."""
+        return position <= self.cursor or (
+            position < self.until and position.xid not in self.running
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class EventBatch:
     """What :meth:`EventFeed.read` found: events in order, and the cursor to read on from
     (past the last event, or further when the feed knows nothing else can come before)."""
@@ -120,6 +141,10 @@ class EventFeed(Protocol):
 
     def head(self) -> Position:
         """The cursor of the present: every event from now on comes after it."""
+        ...
+
+    def present(self) -> Present:
+        """This moment: which changes have committed (for a stream to start exactly here)."""
         ...
 
     def horizon(self) -> Position:
@@ -195,6 +220,11 @@ class InMemoryEventLog:
         """The last event's position."""
         with self._changed:
             return Position(0, self._seq)
+
+    def present(self) -> Present:
+        """The last event's position (the log's order is the commit order)."""
+        head = self.head()
+        return Present(head, head)
 
     def horizon(self) -> Position:
         """The last event dropped from the bounded log."""

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core.domain import DedupScope, Job, Status
-from jobs_core.events import EventBatch, EventKind, JobEvent, Position
+from jobs_core.events import EventBatch, EventKind, JobEvent, Position, Present
 from sqlalchemy import Engine, text
 
 from jobs_postgres.errors import unavailable_as_store_error
@@ -67,6 +67,13 @@ READ_ALL = text(_READ.format(org=""))
 READ_ORG = text(_READ.format(org="AND e.org_id = :org_id"))
 
 HEAD = text(f"WITH {_BOUNDARY} SELECT boundary FROM b")
+# One snapshot: the boundary, the snapshot's xmax, and this database's transactions running.
+PRESENT = text(
+    f"""WITH {_BOUNDARY}
+SELECT b.boundary, pg_snapshot_xmax(s.snap)::text::bigint,
+       coalesce((SELECT array_agg(x::text::bigint) FROM ours), '{{}}')
+FROM b, s"""
+)
 STATE = text("SELECT id_key, horizon_xid, horizon_seq FROM job_events_state WHERE id = 1")
 
 # Index: job_events_at_idx. The horizon moves to the greatest position pruned.
@@ -152,6 +159,13 @@ class PostgresEventFeed:
         """``(boundary, 0)``: every row written from now on comes after it."""
         with unavailable_as_store_error(), self._autocommit.connect() as conn:
             return Position(int(conn.execute(HEAD).scalar_one()), 0)
+
+    def present(self) -> Present:
+        """The snapshot of now: below the boundary all committed, from ``xmax`` none, between
+        them all but this database's transactions still running."""
+        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            boundary, xmax, running = conn.execute(PRESENT).one()
+        return Present(Position(int(boundary), 0), Position(int(xmax), 0), frozenset(running))
 
     def horizon(self) -> Position:
         """The greatest position pruned."""
