@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from jobs_api.__main__ import load_registry
+from jobs_api.__main__ import load_registry, served_registries
 from jobs_api.auth import InMemoryTokenStore
 from jobs_api.containers import build_container, compose_registry
 from jobs_api.settings import ApiSettings
@@ -69,6 +69,42 @@ def test_registry_specs_on_the_command_line() -> None:
         load_registry("tests.api.helpers:make_registry")
     with pytest.raises(ImportError):
         load_registry("no_such_module_here:registry")
+
+
+def test_the_bare_entry_point_serves_the_manifest_types(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``python -m jobs_api`` reads JOBS_HANDLERS_DIR like ``jobs api`` and the worker: the same
+    loader, so a valid manifest is served, an invalid one and one reusing a type's name are
+    logged and skipped."""
+    for type_id, body in {
+        "count": "id: count\ncommand: ./run.sh\npublic: true\nmax_running: 2\n",
+        "broken": "id: broken\ncommand: ./run.sh\nmax_running: 0\n",
+        "greet": "id: greet\ncommand: ./run.sh\n",  # tests.api.helpers' type
+    }.items():
+        directory = tmp_path / type_id
+        directory.mkdir()
+        (directory / "manifest.yaml").write_text(body)
+        (directory / "run.sh").write_text("#!/bin/sh\necho '{}'\n")
+        (directory / "run.sh").chmod(0o755)
+    monkeypatch.setenv("JOBS_HANDLERS_DIR", str(tmp_path))
+    monkeypatch.setenv("JOBS_DEMO_TYPES", "0")
+    monkeypatch.setenv("JOBS_STORE", "memory")
+    settings = ApiSettings()
+    assert settings.handlers_dir == tmp_path
+    with caplog.at_level("ERROR", logger="jobs.manifests"):
+        registries, demo = served_registries(settings, ["tests.api.helpers:registry"])
+    assert demo == []
+    registry = build_container(settings, registries).registry()
+    assert "count" in registry
+    assert registry.get("count").max_running == 2
+    assert registry.get("count").public
+    assert "broken" not in registry
+    assert "field=max_running" in caplog.text
+    assert "'greet' is already a registered job type" in caplog.text
+    monkeypatch.setenv("JOBS_HANDLERS_DIR", "")
+    assert ApiSettings().handlers_dir is None
+    assert served_registries(ApiSettings(), [])[0] == []
 
 
 @pytest.mark.anyio

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import textwrap
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import httpx
@@ -14,7 +15,14 @@ from jobs_api.app import create_app
 from jobs_api.auth import issue_token
 from jobs_api.containers import build_container
 from jobs_api.settings import ApiSettings
-from jobs_core import DedupScope, JobTimeout, PayloadInvalid
+from jobs_core import (
+    DedupScope,
+    FakeClock,
+    InMemoryJobStore,
+    JobService,
+    JobTimeout,
+    PayloadInvalid,
+)
 from jobs_core.child import SubprocessHandler
 from jobs_core.protocol import ChildRetryable
 from jobs_worker.manifests import ManifestError, load_manifests, parse_manifest
@@ -107,6 +115,25 @@ def test_parameters_are_validated_naming_each_one(tmp_path: Path) -> None:
         job_type.validate_payload({"url": "u", "timeout_s": True})  # a bool is not an int
 
 
+PARAMS = "params: [{name: site_id, type: int}, {name: tags, type: list, default: []}]\n"
+FLOW = [  # flow control: each line after PARAMS, the field named, the words of the error
+    ("dedup_key: 'crawl:{site}'", "dedup_key", "'site' is not a declared parameter"),
+    ("dedup_key: 'crawl:{tags}'", "dedup_key", "'tags' is a list; a key needs a str or int"),
+    ("dedup_key: 'crawl:{site_id:>3}'", "dedup_key", "use plain {field} references"),
+    ("dedup_key: 'crawl'", "dedup_key", "names no payload field"),
+    ("dedup_key: 7", "dedup_key", "non-empty text value"),
+    ("concurrency_key: site_id", "concurrency_limit", "required with concurrency_key"),
+    ("concurrency_limit: 2", "concurrency_key", "required with concurrency_limit"),
+    ("concurrency_key: site\nconcurrency_limit: 2", "concurrency_key", "not a declared"),
+    ("concurrency_key: tags\nconcurrency_limit: 2", "concurrency_key", "a key needs a str"),
+    ("concurrency_key: site_id\nconcurrency_limit: 0", "concurrency_limit", "integer >= 1"),
+    ("concurrency_key: site_id\nconcurrency_limit: two", "concurrency_limit", "integer >= 1"),
+    ("max_running: 0", "max_running", "integer >= 1"),
+    ("max_running: true", "max_running", "integer >= 1"),
+    ("max_snoozes: -1", "max_snoozes", "integer >= 0"),
+]
+
+
 @pytest.mark.parametrize(
     ("body", "field", "words"),
     [
@@ -145,6 +172,7 @@ def test_parameters_are_validated_naming_each_one(tmp_path: Path) -> None:
         ("id: bad\ncommand: 'unterminated\n", "line 3", "not valid YAML"),
         ("- just\n- a list\n", "", "must be a mapping"),
         ("id: Bad_Name\ncommand: ./run.sh\n", "id", "must equal"),
+        *[(f"id: bad\ncommand: ./run.sh\n{PARAMS}{line}\n", at, words) for line, at, words in FLOW],
     ],
 )
 def test_an_invalid_manifest_names_its_file_and_field(
@@ -222,3 +250,54 @@ async def test_enqueue_over_http_fills_defaults_and_422s_naming_the_parameter(
     assert ok.status_code == 202, ok.text
     job = container.service().get("org-a", uuid.UUID(ok.json()["id"]))
     assert job.payload == {"timeout_s": 15, "use_browser": False, "url": "https://a.example"}
+
+
+LIMITED = """\
+id: {id}
+params:
+  - {{ name: site_id, type: int }}
+  - {{ name: page, type: str, default: "/" }}
+command: ./run.sh
+dedup_key: "crawl:{{site_id}}:{{page}}"
+dedup_scope: active
+concurrency_key: site_id
+concurrency_limit: 2
+max_running: 3
+max_snoozes: 4
+"""
+
+
+def test_a_manifest_declares_its_flow_control(tmp_path: Path) -> None:
+    write(tmp_path, "crawl", LIMITED.format(id="crawl"))
+    job_type = load_manifests(tmp_path).registry.get("crawl")
+    assert job_type.dedup_key == "crawl:{site_id}:{page}"
+    assert (job_type.concurrency_key, job_type.concurrency_limit) == ("site_id", 2)
+    assert job_type.max_running == 3
+    assert job_type.max_snoozes == 4
+    plain = parse_manifest(write(tmp_path, "plain", "id: plain\ncommand: ./run.sh\n"))
+    unlimited = plain.job_type()
+    assert (unlimited.dedup_key, unlimited.concurrency_key, unlimited.max_running) == (
+        None,
+        None,
+        None,
+    )
+    assert unlimited.max_snoozes == 20  # JobType's default
+
+
+def test_a_manifest_types_limits_and_dedup_key_are_enforced(tmp_path: Path) -> None:
+    """The in-memory store is enough here: the contract suite proves the same limits on
+    PostgreSQL for any JobType, and a manifest type is one."""
+    write(tmp_path, "crawl", LIMITED.format(id="crawl"))
+    service = JobService(InMemoryJobStore(), load_manifests(tmp_path).registry, FakeClock())
+    first = service.enqueue("org-a", "crawl", {"site_id": 1})
+    assert first.job.dedup_key == "crawl:1:/"  # derived from the payload, defaults filled
+    assert not service.enqueue("org-a", "crawl", {"site_id": 1, "page": "/"}).created
+    for page in ("/a", "/b", "/c"):
+        service.enqueue("org-a", "crawl", {"site_id": 1, "page": page})
+    for page in ("/a", "/b"):
+        service.enqueue("org-a", "crawl", {"site_id": 2, "page": page})
+    claimed = service.claim(10)
+    per_site = Counter(job.payload["site_id"] for job in claimed)
+    assert len(claimed) == 3  # max_running
+    assert max(per_site.values()) == 2  # concurrency_limit per site_id
+    assert service.claim(10) == []  # full: nothing more, whatever is queued

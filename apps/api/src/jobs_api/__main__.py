@@ -20,6 +20,7 @@ from jobs_api.containers import build_container
 from jobs_api.settings import ApiSettings
 
 DEMO_REGISTRY = "jobs_worker.demo:registry"
+HANDLERS_LOADER = "jobs_worker.manifests:load_handlers"
 
 
 def load_registry(spec: str) -> Registry:
@@ -31,6 +32,25 @@ def load_registry(spec: str) -> Registry:
     if not isinstance(registry, Registry):
         raise TypeError(f"--registry {spec!r} is a {type(registry).__name__}, not a Registry")
     return registry
+
+
+def served_registries(
+    settings: ApiSettings, specs: list[str]
+) -> tuple[list[Registry], list[Registry]]:
+    """The registries to serve and the development ones (the demo types): those named by
+    ``specs``, the demo types when ``JOBS_DEMO_TYPES`` is on, and the manifest types of
+    ``JOBS_HANDLERS_DIR`` (a manifest whose id is already a type is refused, as in the worker)."""
+    registries = [load_registry(spec) for spec in specs]
+    demo = [load_registry(DEMO_REGISTRY)] if settings.demo_types else []
+    if settings.handlers_dir is not None:
+        module_name, _, attribute = HANDLERS_LOADER.partition(":")
+        load_handlers = getattr(importlib.import_module(module_name), attribute)
+        taken = [name for registry in (*registries, *demo) for name in registry.names()]
+        handlers = load_handlers(settings.handlers_dir, taken=taken)
+        if not isinstance(handlers, Registry):
+            raise TypeError(f"{HANDLERS_LOADER} gave a {type(handlers).__name__}, not a Registry")
+        registries.append(handlers)
+    return registries, demo
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,8 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        registries = [load_registry(spec) for spec in args.registry]
-        demo = [load_registry(DEMO_REGISTRY)] if settings.demo_types else []
+        registries, demo = served_registries(settings, args.registry)
     except (ImportError, AttributeError, ValueError, TypeError) as error:
         parser.error(str(error))
     serve(build_container(settings, registries, development=demo), host=args.host, port=args.port)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -19,6 +19,9 @@ class ApiSettings(BaseSettings):
     - ``JOBS_STORE``: ``postgres`` (the default, the deployable) or ``memory`` (a throwaway store,
       for trying the API or testing it without a database).
     - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
+    - ``JOBS_HANDLERS_DIR``: a directory of ``<id>/manifest.yaml`` job types run as child
+      processes (docs/subprocess-protocol.md); ``python -m jobs_api`` serves them (``jobs api``
+      reads the variable itself). Give it the same directory as the workers.
     - ``JOBS_DEMO_OVER_HTTP``: a development flag (``jobs dev`` sets it): the demo types may be
       enqueued over HTTP by any token. Off, they are served to the CLI and the workers only, and
       ``POST /jobs`` answers them as unknown types (``crash`` kills a worker).
@@ -44,6 +47,7 @@ class ApiSettings(BaseSettings):
     store: Literal["postgres", "memory"] = "postgres"
     demo_types: bool = False
     demo_over_http: bool = False
+    handlers_dir: Path | None = None
     allow_private_urls: bool = False
     max_body_bytes: int = Field(default=MIB, ge=1)
     max_upload_bytes: int = Field(default=512 * MIB, ge=1)
@@ -61,3 +65,8 @@ class ApiSettings(BaseSettings):
     events_retention_s: float = Field(default=3600.0, gt=0)
     operator_orgs: str = ""
     """Comma-separated orgs whose tokens may change the retention settings over HTTP."""
+
+    @field_validator("handlers_dir", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value

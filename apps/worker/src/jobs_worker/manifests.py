@@ -22,7 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jobs_core import DedupScope, JobTimeout, JobType, PayloadInvalid, Registry, RetryPolicy
+from jobs_core import (
+    DedupScope,
+    JobTimeout,
+    JobType,
+    PayloadInvalid,
+    Registry,
+    RetryPolicy,
+    flow,
+)
 from jobs_core.child import ChildSpec, SubprocessHandler, clean_environment
 from jobs_core.protocol import ChildRetryable
 from jobs_core.retry import Backoff, constant, exponential
@@ -62,6 +70,11 @@ _TOP_FIELDS = frozenset(
         "max_attempts",
         "public",
         "dedup_scope",
+        "dedup_key",
+        "concurrency_key",
+        "concurrency_limit",
+        "max_running",
+        "max_snoozes",
         "retry",
         "env",
         "pass_env",
@@ -156,6 +169,18 @@ def _error(name: str, message: str, kind: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True)
+class FlowFields:
+    """A manifest's flow control (docs/flow-control.md): the type-owned dedup key template, the
+    per-key concurrency limit and the type-wide cap, as :class:`~jobs_core.JobType` takes them."""
+
+    dedup_key: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    max_running: int | None = None
+    max_snoozes: int = 20
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     """A manifest, validated."""
 
@@ -174,6 +199,7 @@ class Manifest:
     retry: RetryPolicy
     env: Mapping[str, str] = field(default_factory=dict)
     pass_env: tuple[str, ...] = ()
+    flow: FlowFields = field(default_factory=FlowFields)
 
     def job_type(self, environ: Mapping[str, str] | None = None) -> JobType:
         """The job type this manifest declares."""
@@ -195,6 +221,11 @@ class Manifest:
             public=self.public,
             description=self.description or self.name,
             applies_to=self.applies_to,
+            dedup_key=self.flow.dedup_key,
+            concurrency_key=self.flow.concurrency_key,
+            concurrency_limit=self.flow.concurrency_limit,
+            max_running=self.flow.max_running,
+            max_snoozes=self.flow.max_snoozes,
         )
 
 
@@ -225,13 +256,14 @@ def parse_manifest(path: Path) -> Manifest:
             path, "id", f"{type_id!r} must equal its directory's name {path.parent.name!r}"
         )
     timeout_s = reader.number("timeout_s", default=None, positive=True)
+    params = _params(path, data.get("params"))
     manifest = Manifest(
         path=path,
         id=type_id,
         name=reader.text("name", default=type_id),
         description=reader.text("description", default=""),
         applies_to=tuple(reader.strings("applies_to")),
-        params=_params(path, data.get("params")),
+        params=params,
         argv=_command(path, data.get("command")),
         timeout_s=timeout_s,
         kill_grace_s=float(reader.number("kill_grace_s", default=5.0, positive=False) or 0.0),
@@ -241,6 +273,7 @@ def parse_manifest(path: Path) -> Manifest:
         retry=_retry(path, data.get("retry")),
         env=_env(path, data.get("env")),
         pass_env=tuple(reader.strings("pass_env")),
+        flow=_flow(path, reader, params),
     )
     try:
         manifest.job_type()  # the job type's own checks (name pattern, limits)
@@ -290,6 +323,11 @@ class _Reader:
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise self._fail(name, f"must be an integer >= {minimum}, got {value!r}")
         return value
+
+    def optional_integer(self, name: str, *, minimum: int) -> int | None:
+        if self.data.get(name) is None:
+            return None
+        return self.integer(name, default=minimum, minimum=minimum)
 
     def boolean(self, name: str, *, default: bool) -> bool:
         value = self.data.get(name, default)
@@ -386,6 +424,55 @@ def _command(path: Path, value: Any) -> tuple[str, ...]:
 
 def _executable(program: Path) -> bool:
     return os.access(program, os.X_OK)
+
+
+_KEY_TYPES = ("str", "int")  # what a key can be made of (jobs_core.flow.key_value)
+
+
+def _flow(path: Path, reader: _Reader, params: Sequence[Param]) -> FlowFields:
+    """The flow-control fields; every payload field they name must be a declared parameter of
+    type str or int, since a job's keys are read from its (validated) payload."""
+    declared = {param.name: param for param in params}
+
+    def key_field(where: str, name: str) -> None:
+        param = declared.get(name)
+        if param is None:
+            known = ", ".join(declared) or "none"
+            raise ManifestError(
+                path, where, f"{name!r} is not a declared parameter (params: {known}); declare it"
+            )
+        if param.type not in _KEY_TYPES:
+            raise ManifestError(
+                path, where, f"parameter {name!r} is a {param.type}; a key needs a str or int"
+            )
+
+    template = reader.text("dedup_key", default="") or None
+    if template is not None:
+        try:
+            names = flow.template_fields(template)
+        except ValueError as error:
+            raise ManifestError(path, "dedup_key", str(error)) from None
+        for name in names:
+            key_field("dedup_key", name)
+    key = reader.text("concurrency_key", default="") or None
+    limit = reader.optional_integer("concurrency_limit", minimum=1)
+    if key is not None and limit is None:
+        raise ManifestError(
+            path, "concurrency_limit", "required with concurrency_key (running jobs per value)"
+        )
+    if limit is not None and key is None:
+        raise ManifestError(
+            path, "concurrency_key", "required with concurrency_limit (the parameter it counts)"
+        )
+    if key is not None:
+        key_field("concurrency_key", key)
+    return FlowFields(
+        dedup_key=template,
+        concurrency_key=key,
+        concurrency_limit=limit,
+        max_running=reader.optional_integer("max_running", minimum=1),
+        max_snoozes=reader.integer("max_snoozes", default=20, minimum=0),
+    )
 
 
 def _dedup_scope(path: Path, value: Any) -> DedupScope:
