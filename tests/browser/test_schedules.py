@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 from typing import Any
 
 import pytest
@@ -34,15 +35,12 @@ def schedule_row(page: Page, name: str) -> Any:
     return page.locator(f"#schedule-rows tr[data-schedule='{name}']")
 
 
-def local_minute(page: Page, iso: str) -> str:
-    """``YYYY-MM-DD HH:MM`` of ``iso`` in the browser's time zone (as the panel writes it)."""
-    text: str = page.evaluate(
-        """(iso) => { const d = new Date(iso); const p = (n) => String(n).padStart(2, "0");
-        return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} `
-          + `${p(d.getHours())}:${p(d.getMinutes())}`; }""",
-        iso,
-    )
-    return text
+def next_paris_4am(now: datetime) -> str:
+    """The ISO instant of the next 04:00 in Paris after ``now`` (as the API writes it)."""
+    tick = now.replace(hour=4, minute=0, second=0, microsecond=0)
+    if tick <= now:
+        tick = (tick + timedelta(days=1)).replace(hour=4)
+    return tick.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def test_the_schedules_view_lists_pauses_resumes_and_runs_a_schedule(
@@ -70,7 +68,13 @@ def test_the_schedules_view_lists_pauses_resumes_and_runs_a_schedule(
     expect(row.locator("td.when")).to_contain_text("Europe/Paris")
     expect(row.locator("td.state")).to_have_text("enabled")
     expect(row.locator("td.next .rel")).to_have_text(re.compile(r"^in \d+ (s|min|h)"))
-    expect(row.locator("td.next")).to_contain_text(local_minute(panel, made["next_run_at"]))
+    # The next run in the schedule's zone: 04:00 in Paris, whatever the browser's zone.
+    assert made["next_run_at"] == next_paris_4am(datetime.now(ZoneInfo("Europe/Paris")))
+    expect(row.locator("td.next")).to_contain_text(
+        datetime.fromisoformat(made["next_run_at"])
+        .astimezone(ZoneInfo("Europe/Paris"))
+        .strftime("%Y-%m-%d 04:00")
+    )
     expect(row.locator("td.last")).to_have_text("never")
 
     # Pause, then resume, by keyboard: the focus stays on the toggle, whose name follows.

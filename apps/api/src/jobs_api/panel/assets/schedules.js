@@ -7,6 +7,20 @@
 import { api } from "./api.js";
 import { age, shortId, stamp, until } from "./format.js";
 
+/** `YYYY-MM-DD HH:MM` of an instant in the schedule's own time zone (the zone its cron reads
+ * in, so "0 4 * * *" shows 04:00 wherever the browser is). */
+export function inZone(iso, timeZone) {
+  try {
+    const parts = Object.fromEntries(new Intl.DateTimeFormat("en-CA", {
+      timeZone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", hourCycle: "h23",
+    }).formatToParts(new Date(iso)).map((part) => [part.type, part.value]));
+    return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute}`;
+  } catch {
+    return stamp(iso).slice(0, 16); // a zone this browser does not know: its own time
+  }
+}
+
 /** The view, drawn in `root` (the <main> of the view). `h` builds elements, `toast` says
  * things, `openJob(id)` shows a job's detail in the Jobs view. */
 export class SchedulesView {
@@ -100,10 +114,10 @@ export class SchedulesView {
         h("span", { className: "sub", text: schedule.timezone })),
       h("td", { className: "state" },
         h("span", { className: `badge schedule-badge-${state}`, text: state })),
-      h("td", { className: "next", title: stamp(schedule.next_run_at) },
+      h("td", { className: "next", title: `${stamp(schedule.next_run_at)} your time` },
         schedule.enabled
           ? [h("span", { className: "rel", "data-at": schedule.next_run_at, text: until(next - now) }),
-            h("span", { className: "sub mono", text: stamp(schedule.next_run_at).slice(0, 16) })]
+            h("span", { className: "sub mono", text: inZone(schedule.next_run_at, schedule.timezone) })]
           : h("span", { className: "sub", text: "paused" })),
       h("td", { className: "last" }, this.lastRun(schedule, now)),
       h("td", { className: "actions" },
