@@ -62,7 +62,15 @@ async def test_every_module_a_page_imports_is_served_as_javascript(web: httpx.As
         assert response.status_code == 200, name
         assert response.headers["content-type"] == "text/javascript; charset=utf-8"
         pending += re.findall(r'from "\./([\w.-]+\.js)"', response.text)
-    assert {"app.js", "api.js", "stream.js", "form.js", "format.js", "session.js"} <= seen
+    assert {
+        "app.js",
+        "api.js",
+        "stream.js",
+        "form.js",
+        "format.js",
+        "session.js",
+        "schedules.js",
+    } <= seen
     css = await web.get("/panel/panel.css")
     assert css.headers["content-type"] == "text/css; charset=utf-8"
     assert "prefers-color-scheme: dark" in css.text

@@ -261,6 +261,7 @@ def test_targets_and_durations_read_well(page: Page) -> None:
           ],
           durations: [850, 12_400, 184_000, 7_500_000, 270_000_000].map(m.duration),
           ages: [500, 45_000, 3_600_000 * 3].map(m.age),
+          untils: [-5_000, 400, 45_000, 600_000, 39_180_000, 3 * 86_400_000, NaN].map(m.until),
           fractions: [m.fraction({done: 3, total: 4}), m.fraction({done: 3}),
                       m.fraction({done: 9, total: 4}), m.fraction(null)],
         };
@@ -277,4 +278,13 @@ def test_targets_and_durations_read_well(page: Page) -> None:
     ]
     assert answer["durations"] == ["850 ms", "12 s", "3 min 4 s", "2 h 5 min", "3 d 3 h"]
     assert answer["ages"] == ["just now", "45 s ago", "3 h ago"]
+    assert answer["untils"] == [
+        "due now",
+        "due now",
+        "in 45 s",
+        "in 10 min",
+        "in 10 h 53 min",
+        "in 3 d",
+        "",
+    ]
     assert answer["fractions"] == [0.75, None, 1, None]

@@ -62,7 +62,7 @@ def test_screenshot_of_the_panel_with_jobs_in_every_status(
             page.locator(f"tr[data-id='{ids['failed']}'] details.error summary").click()
             name = "panel.png" if scheme == "light" else "panel-dark.png"
             path = screenshot_dir() / name
-            box = page.locator(".table-wrap").bounding_box()
+            box = page.locator("#jobs-view .table-wrap").bounding_box()
             assert box is not None
             clip = {"x": 0, "y": 0, "width": 1400, "height": box["y"] + box["height"] + 20}
             page.screenshot(path=str(path), clip=clip)  # type: ignore[arg-type]

@@ -65,4 +65,7 @@ export const api = {
   cancel: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/cancel`),
   retry: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/retry`),
   remove: (id) => request("DELETE", `/jobs/${encodeURIComponent(id)}`),
+  listSchedules: () => request("GET", "/schedules"),
+  /** `pause`, `resume` or `run` (docs/schedules.md); the schedule's new state. */
+  scheduleAction: (name, action) => request("POST", `/schedules/${encodeURIComponent(name)}/${action}`),
 };

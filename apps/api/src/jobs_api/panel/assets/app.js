@@ -8,6 +8,7 @@
 import { api, ApiError, signedOut } from "./api.js";
 import { PayloadFields } from "./form.js";
 import { age, count, duration, fraction, shortId, stamp, target } from "./format.js";
+import { SchedulesView } from "./schedules.js";
 import { SESSION } from "./session.js";
 import { LiveStream } from "./stream.js";
 
@@ -42,7 +43,10 @@ const state = {
   unseen: new Set(), // ids of new jobs not inserted (the window was full)
   visible: new Set(),
   stats: null,
+  view: "jobs", // or "schedules"
 };
+
+let schedulesView = null;
 
 // ---- small DOM helpers -------------------------------------------------------------------
 
@@ -685,12 +689,17 @@ function readFilterFromUrl() {
   state.filter.type = params.get("type") || "";
 }
 
-function setFilter(change) {
-  Object.assign(state.filter, change);
+function jobsUrl() {
   const params = new URLSearchParams();
   if (state.filter.status) params.set("status", state.filter.status);
   if (state.filter.type) params.set("type", state.filter.type);
-  history.replaceState(null, "", params.size ? `?${params}` : location.pathname);
+  return params.size ? `?${params}` : location.pathname;
+}
+
+function setFilter(change) {
+  Object.assign(state.filter, change);
+  if (state.view !== "jobs") showView("jobs");
+  history.replaceState(null, "", jobsUrl());
   renderFilters();
   state.cursor = null;
   state.exhausted = false;
@@ -702,6 +711,35 @@ function renderFilters() {
     button.setAttribute("aria-pressed", String(button.dataset.filter === state.filter.status));
   }
   $("#type-filter").value = state.filter.type;
+}
+
+// ---- views ----------------------------------------------------------------------------------
+
+/** Show the Jobs or the Schedules view. The jobs list stays live behind the Schedules view
+ * (the stream keeps running); the schedules are read each time their view opens. */
+function showView(name) {
+  const view = name === "schedules" ? "schedules" : "jobs";
+  state.view = view;
+  for (const panel of document.querySelectorAll("[data-view-panel]")) {
+    panel.hidden = panel.dataset.viewPanel !== view;
+  }
+  for (const link of document.querySelectorAll("[data-view]")) {
+    if (link.dataset.view === view) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const skip = $("#skip");
+  skip.href = view === "schedules" ? "#schedules-table" : "#jobs-table";
+  skip.textContent = view === "schedules" ? "Skip to the schedules" : "Skip to the jobs";
+  document.title = view === "schedules" ? "Schedules · Jobs" : "Jobs";
+  history.replaceState(null, "", view === "schedules" ? "?view=schedules" : jobsUrl());
+  if (view === "schedules") schedulesView.show();
+  else schedulesView.hide();
+}
+
+/** A job's detail from another view (a schedule's last job): the Jobs view, then the dialog. */
+function jumpToJob(id) {
+  showView("jobs");
+  openDetail(id);
 }
 
 // ---- ticking clocks -------------------------------------------------------------------------
@@ -727,6 +765,15 @@ async function main() {
   $("#org").textContent = session.org;
   readFilterFromUrl();
   renderFilters();
+  schedulesView = new SchedulesView($("#schedules-view"), { h, toast, openJob: jumpToJob });
+  for (const link of document.querySelectorAll("[data-view]")) {
+    link.addEventListener("click", (e) => {
+      if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return; // a new tab: let it
+      e.preventDefault();
+      showView(link.dataset.view);
+    });
+  }
+  if (new URLSearchParams(location.search).get("view") === "schedules") showView("schedules");
 
   for (const button of document.querySelectorAll("[data-filter]")) {
     button.addEventListener("click", () => setFilter({ status: button.dataset.filter }));

@@ -26,6 +26,19 @@ export function age(ms) {
   return `${Math.floor(h / 24)} d ago`;
 }
 
+/** How long until: "in 5 s", "in 3 min", "in 2 h", "in 4 d"; "due now" once it has passed. */
+export function until(ms) {
+  if (!Number.isFinite(ms)) return "";
+  if (ms < 1000) return "due now";
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `in ${s} s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `in ${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `in ${h} h ${m % 60} min`;
+  return `in ${Math.floor(h / 24)} d`;
+}
+
 const TARGET_KEYS = [
   "site_id", "site", "site_target_id", "file_name", "filename", "file", "path", "url",
   "domain", "import_id", "name", "id",
