@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
@@ -22,13 +20,13 @@ from jobs_worker.registries import compose
 
 from tests.subprocess import crash_registry
 from tests.worker.helpers import ORG, job_of, wait_until
+from tests.worker.processes import WorkerProcess
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 
 PACE = {
     "JOBS_HEARTBEAT_S": "0.3",
@@ -38,63 +36,6 @@ PACE = {
     "JOBS_CANCEL_CHECK_S": "0.2",
     "JOBS_SHUTDOWN_GRACE_S": "20",
 }
-
-
-class WorkerProcess:
-    """One ``python -m jobs_worker`` with its log file."""
-
-    def __init__(self, url: str, log_path: Path, env: dict[str, str]) -> None:
-        self.log_path = log_path
-        child_env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
-        child_env.update(
-            {
-                "JOBS_DATABASE_URL": url,
-                "JOBS_DEMO_TYPES": "1",
-                "PYTHONPATH": os.pathsep.join(
-                    filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
-                ),
-                **PACE,
-                **env,
-            }
-        )
-        self._log = log_path.open("wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jobs_worker"],
-            cwd=ROOT,
-            env=child_env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def wait_started(self, timeout: float = 60) -> None:
-        wait_until(
-            lambda: "event=worker.started" in self.log() or self.process.poll() is not None,
-            timeout,
-            "the worker to start",
-        )
-        assert self.process.poll() is None, f"the worker exited early:\n{self.log()}"
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def signal(self, signum: int) -> None:
-        os.kill(self.process.pid, signum)
-
-    def wait_exit(self, timeout: float = 30) -> int:
-        return self.process.wait(timeout)
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-        self._log.close()
 
 
 WRITER = """\
@@ -151,7 +92,7 @@ def spawn(out: Path) -> Iterator[Callable[..., WorkerProcess]]:
     started: list[WorkerProcess] = []
 
     def start(url: str, **env: str) -> WorkerProcess:
-        worker = WorkerProcess(url, out / f"worker-{len(started)}.log", env)
+        worker = WorkerProcess(url, out / f"worker-{len(started)}.log", env, PACE)
         started.append(worker)
         return worker
 

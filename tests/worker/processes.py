@@ -26,7 +26,9 @@ PACE = {
 class WorkerProcess:
     """One ``python -m jobs_worker`` child with its log file."""
 
-    def __init__(self, url: str, log_path: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, url: str, log_path: Path, env: dict[str, str], pace: dict[str, str] | None = None
+    ) -> None:
         self.log_path = log_path
         self.app_name = f"jobs-worker-test-{uuid.uuid4().hex[:8]}"
         child_env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
@@ -38,7 +40,7 @@ class WorkerProcess:
                 "PYTHONPATH": os.pathsep.join(
                     filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])
                 ),
-                **PACE,
+                **(PACE if pace is None else pace),
                 **env,
             }
         )
@@ -58,7 +60,7 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def wait_started(self, timeout: float = 30) -> None:
+    def wait_started(self, timeout: float = 60) -> None:
         wait_until(
             lambda: "event=worker.started" in self.log() or self.process.poll() is not None,
             timeout,
