@@ -473,17 +473,19 @@ class Worker:
     def _context(self, job: Job, calls: AttemptCalls) -> JobContext:
         ref = job.ref
 
-        def save_progress(document: Mapping[str, Any]) -> bool:
+        def save_progress(document: Mapping[str, Any]) -> bool | None:
+            # None: not saved, the lease not known lost (the handler's write did not happen,
+            # so a ``force=True`` checkpoint must not be reported durable).
             if not self.fence.claiming_allowed:
                 # The link is known silent: a write would only block the handler, which must
                 # be free to see its cancellation (docs/worker.md, "The lease fence").
-                return True
+                return None
             try:
                 # Waited for only while the lease holds: a write blocked on a silent link must
                 # not keep a fenced handler from stopping (jobs_worker.handler_calls).
                 copy, now = dict(document), self.clock.now()
                 ended, saved = calls.run(lambda: self.store.save_progress(ref, copy, now))
-                return bool(saved) if ended else True
+                return bool(saved) if ended else None
             except Exception as error:
                 if not is_outage(error):
                     raise
@@ -495,7 +497,7 @@ class Worker:
                     job_id=job.id,
                     error=short_error(error),
                 )
-                return True
+                return None
 
         return JobContext(job, progress_sink=save_progress, now=self.clock.now)
 

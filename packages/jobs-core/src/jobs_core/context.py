@@ -13,8 +13,10 @@ from jobs_core.domain import Job
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 
-ProgressSink = Callable[[Mapping[str, Any]], bool]
-"""Writes a progress document for the running attempt; False when the attempt lost its lease."""
+ProgressSink = Callable[[Mapping[str, Any]], bool | None]
+"""Writes a progress document for the running attempt: True when it was saved, False when the
+attempt lost its lease, None when it was not saved although the attempt may still hold its lease
+(the store is unreachable, or the worker's lease fence holds the write back)."""
 
 
 class JobContext:
@@ -67,7 +69,8 @@ class JobContext:
         force: bool = False,
         **extra: Any,
     ) -> bool:
-        """Record progress (``done``/``total`` and any checkpoint keys); True if it was written.
+        """Record progress (``done``/``total`` and any checkpoint keys); True only if it was
+        written (False when throttled, when the store was unreachable, or when the lease is lost).
 
         Writes are skipped while the previous one is younger than the throttle interval, unless
         ``force`` (use it for a checkpoint that must be durable). Losing the lease (the job was
@@ -96,7 +99,15 @@ class JobContext:
                 f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: report counts and"
                 " checkpoints, not data"
             )
-        if not self._sink(document):
+        saved = self._sink(document)
+        if saved is None:
+            # Nothing was written (an outage): the throttle must not count it, so the next
+            # report tries again at once.
+            with self._lock:
+                if self._last_write == tick:
+                    self._last_write = None
+            return False
+        if not saved:
             self.cancel("lease lost: the job was swept and taken by another attempt")
             return False
         return True
