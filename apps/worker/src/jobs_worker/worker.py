@@ -43,6 +43,7 @@ import sqlalchemy.exc
 from jobs_core import (
     AttemptRef,
     Cancelled,
+    CancelReason,
     Done,
     Failed,
     Job,
@@ -450,7 +451,7 @@ class Worker:
 
         def fence(reason: str) -> None:
             attempt.fenced = reason
-            attempt.ctx.cancel(reason)
+            attempt.ctx.cancel(CancelReason.LEASE_LOST, reason)
             attempt.calls.fence()  # a progress write it waits for must not hold it
 
         self.fence.track(job.id, proven_at, fence)
@@ -812,7 +813,7 @@ class Worker:
         for attempt in watched:
             if attempt.job.id in requested:
                 attempt.cancel_requested = True
-                attempt.ctx.cancel("cancellation requested")
+                attempt.ctx.cancel(CancelReason.REQUESTED)
                 log_event(
                     log,
                     logging.INFO,
@@ -840,7 +841,7 @@ class Worker:
             # Only a job still executing can have lost its lease unseen: a completing one is
             # being written (the write itself is fenced), a handed-back one was given away.
             if attempt.job.id not in alive and attempt.phase is _Phase.EXECUTING:
-                attempt.ctx.cancel("lease lost: the job was swept and taken by another attempt")
+                attempt.ctx.cancel(CancelReason.LEASE_LOST)
                 log_event(
                     log,
                     logging.WARNING,
@@ -986,7 +987,7 @@ class Worker:
                     break
                 time.sleep(delay)
         for attempt, job in zip(attempts, jobs, strict=True):
-            attempt.ctx.cancel(_HANDED_BACK)
+            attempt.ctx.cancel(CancelReason.SHUTDOWN, _HANDED_BACK)
             self.stats["handed_back"] += 1
             log_event(
                 log,

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs_core.domain import Job
+from jobs_core.domain import CancelReason, Job
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 
@@ -48,7 +48,8 @@ class JobContext:
         self._monotonic = monotonic
         self._last_write: float | None = None
         self._cancel = threading.Event()
-        self._cancel_reason = ""
+        self._cancel_reason: CancelReason | None = None
+        self._cancel_message = ""
         self._lock = threading.Lock()
 
     @property
@@ -108,7 +109,7 @@ class JobContext:
                     self._last_write = None
             return False
         if not saved:
-            self.cancel("lease lost: the job was swept and taken by another attempt")
+            self.cancel(CancelReason.LEASE_LOST)
             return False
         return True
 
@@ -118,14 +119,21 @@ class JobContext:
         return self._cancel.is_set()
 
     @property
-    def cancel_reason(self) -> str:
-        """Why the attempt was asked to stop."""
+    def cancel_reason(self) -> CancelReason | None:
+        """Why the attempt was asked to stop (None while it was not): compare it with the
+        members of :class:`~jobs_core.CancelReason`, e.g. to save a checkpoint on ``SHUTDOWN``
+        but clean up on ``REQUESTED``."""
         return self._cancel_reason
+
+    @property
+    def cancel_message(self) -> str:
+        """The human-readable text of the cancellation ("" while not cancelled)."""
+        return self._cancel_message
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if the job should stop now."""
         if self._cancel.is_set():
-            raise JobCancelled(self._cancel_reason or None)
+            raise JobCancelled(self._cancel_message or None)
 
     def snooze(self, delay_s: float, reason: str = "") -> None:
         """Stop this attempt and run again after ``delay_s`` seconds, without spending an
@@ -141,8 +149,14 @@ class JobContext:
         """Sleep up to ``timeout`` seconds, waking early on cancellation; True if cancelled."""
         return self._cancel.wait(timeout)
 
-    def cancel(self, reason: str = "cancellation requested") -> None:
-        """Ask the handler to stop (called by the worker)."""
-        if not self._cancel.is_set():
-            self._cancel_reason = reason
-            self._cancel.set()
+    def cancel(
+        self, reason: CancelReason = CancelReason.REQUESTED, message: str | None = None
+    ) -> None:
+        """Ask the handler to stop (called by the worker, the runner, or a test); the first
+        reason given is kept. ``message`` defaults to the reason's own text."""
+        with self._lock:
+            if self._cancel.is_set():
+                return
+            self._cancel_reason = CancelReason(reason)
+            self._cancel_message = message or self._cancel_reason.message
+        self._cancel.set()
