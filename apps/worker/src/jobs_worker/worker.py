@@ -84,6 +84,9 @@ _MAX_BATCH = 1000
 
 _HANDED_BACK = "the worker shut down before the job finished"
 
+_HOOK_BATCH = 100
+"""Due end hooks taken per pass at most."""
+
 _LISTEN_WAIT_S = 0.5
 
 EXIT_WEDGED = 4
@@ -304,6 +307,7 @@ class Worker:
             self._thread(self._listener_main, "jobs-listener"),
             self._thread(self._monitor_main, "jobs-monitor"),
             self._thread(self._sweeper_main, "jobs-sweeper"),
+            self._thread(self._hooks_main, "jobs-hooks"),
         ]
         self.fence.start()
         presence = presence_of(
@@ -853,6 +857,23 @@ class Worker:
                     note="the handler's context is cancelled",
                 )
         return alive
+
+    # -- end hooks (decision 0025) --------------------------------------------------------------
+    def _hooks_main(self) -> None:
+        """Run the due end hooks (on_fail, on_cancel) of jobs this worker did not end itself:
+        cancelled while queued, or whose worker died before running them. Every
+        ``poll_interval_s``, at once again while a pass found a full batch."""
+        cfg = self.config
+        retry = _Retry("end_hooks", cfg.backoff_initial_s, cfg.backoff_cap_s)
+        delay = 0.0
+        while not self._halt.wait(delay):
+            try:
+                full = self.service.run_end_hooks(_HOOK_BATCH) == _HOOK_BATCH
+            except Exception as error:
+                delay = max(cfg.poll_interval_s, retry.failed(error))
+            else:
+                retry.succeeded()
+                delay = 0.0 if full else cfg.poll_interval_s
 
     # -- sweep ----------------------------------------------------------------------------------
     def _sweeper_main(self) -> None:

@@ -168,6 +168,25 @@ class JobStore(Protocol):
         """Running jobs whose last sign of life is older than ``stale_before``."""
         ...
 
+    def take_end_hooks(
+        self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
+    ) -> list[Job]:
+        """Up to ``limit`` jobs of ``types`` whose end hook is due at ``now``, oldest due first,
+        none to two callers (SKIP LOCKED); each is due again at ``retry_at`` unless
+        :meth:`end_hooks_done` clears it first (:mod:`jobs_core.hooks`).
+
+        Every write that ends a job ``failed`` or ``cancelled`` makes its hook due in the same
+        statement: at ``now`` for an admin cancel of a queued job, at
+        ``now + HOOK_RETRY_S`` for a worker's finish (the worker runs it at once); a retry
+        clears it.
+        """
+        ...
+
+    def end_hooks_done(self, jobs: Sequence[Job]) -> None:
+        """Clear the due hook of each of ``jobs``, if the job still has the ending it had
+        (same ``finished_at``): the hook of a later ending stays due."""
+        ...
+
     def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
         """What the store knows about why the queued ``job`` has not started (see
         :mod:`jobs_core.waiting`)."""
