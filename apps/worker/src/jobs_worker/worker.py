@@ -478,7 +478,9 @@ class Worker:
     def _context(self, job: Job, calls: AttemptCalls) -> JobContext:
         ref = job.ref
 
-        def save_progress(document: Mapping[str, Any]) -> bool | None:
+        def save_progress(
+            document: Mapping[str, Any], checkpoint: Mapping[str, Any] | None = None
+        ) -> bool | None:
             # None: not saved, the lease not known lost (the handler's write did not happen,
             # so a ``force=True`` checkpoint must not be reported durable).
             if not self.fence.claiming_allowed:
@@ -489,7 +491,9 @@ class Worker:
                 # Waited for only while the lease holds: a write blocked on a silent link must
                 # not keep a fenced handler from stopping (jobs_worker.handler_calls).
                 copy, now = dict(document), self.clock.now()
-                ended, saved = calls.run(lambda: self.store.save_progress(ref, copy, now))
+                ended, saved = calls.run(
+                    lambda: self.store.save_progress(ref, copy, now, checkpoint)
+                )
                 return bool(saved) if ended else None
             except Exception as error:
                 if not is_outage(error):
@@ -504,7 +508,13 @@ class Worker:
                 )
                 return None
 
-        return JobContext(job, progress_sink=save_progress, now=self.clock.now)
+        return JobContext(
+            job,
+            progress_sink=save_progress,
+            now=self.clock.now,
+            checkpoint_sink=save_progress,
+            checkpoint_loader=lambda: self.store.checkpoint_of(job.id),
+        )
 
     # -- slots ----------------------------------------------------------------------------------
     def _slot_main(self) -> None:

@@ -11,12 +11,21 @@ from typing import Any
 
 from jobs_core.domain import CancelReason, Job
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
-from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
+from jobs_core.limits import CHECKPOINT_MAX_BYTES, DOCUMENT_MAX_BYTES, describe_size, oversize
 
 ProgressSink = Callable[[Mapping[str, Any]], bool | None]
 """Writes a progress document for the running attempt: True when it was saved, False when the
 attempt lost its lease, None when it was not saved although the attempt may still hold its lease
 (the store is unreachable, or the worker's lease fence holds the write back)."""
+
+CheckpointSink = Callable[[Mapping[str, Any], Mapping[str, Any]], bool | None]
+"""Writes a progress document and the private checkpoint in one write; answers as
+:data:`ProgressSink`."""
+
+CheckpointLoader = Callable[[], Mapping[str, Any] | None]
+"""Reads the job's private checkpoint (None if none was saved)."""
+
+_UNLOADED: Any = object()
 
 
 class JobContext:
@@ -24,9 +33,12 @@ class JobContext:
 
     ``report_progress`` is throttled (one write per ``progress_interval_s`` at most, unless
     ``force=True``) so a handler may call it per row without writing per row. ``checkpoint`` is
-    the progress the job had when this attempt was claimed: what a resumable handler reads back
-    after a crash. Cancellation is cooperative: the worker sets it, the handler checks
-    ``cancelled`` or calls ``raise_if_cancelled()`` between steps.
+    the (public) progress the job had when this attempt was claimed. A resumable handler keeps
+    its state private instead: ``save_progress(..., checkpoint=state)`` writes the public progress
+    and the private checkpoint together, ``resume`` reads the last one saved (by an earlier
+    attempt); the checkpoint is never shown by the API, the CLI or the event stream.
+    Cancellation is cooperative: the worker sets it, the handler checks ``cancelled`` or calls
+    ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why.
     """
 
     def __init__(
@@ -38,6 +50,8 @@ class JobContext:
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         progress_interval_s: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        checkpoint_sink: CheckpointSink | None = None,
+        checkpoint_loader: CheckpointLoader | None = None,
     ) -> None:
         self.job = job
         self.checkpoint: Mapping[str, Any] | None = job.progress
@@ -51,6 +65,9 @@ class JobContext:
         self._cancel_reason: CancelReason | None = None
         self._cancel_message = ""
         self._lock = threading.Lock()
+        self._checkpoint_sink = checkpoint_sink
+        self._checkpoint_loader = checkpoint_loader
+        self._resume: Mapping[str, Any] | None = _UNLOADED
 
     @property
     def payload(self) -> Mapping[str, Any]:
@@ -78,6 +95,59 @@ class JobContext:
         swept and claimed by another worker) marks this attempt cancelled. A document over
         :data:`jobs_core.limits.DOCUMENT_MAX_BYTES` raises :class:`DocumentTooLarge`.
         """
+        return self._write(done, total, force, extra, None)
+
+    def save_progress(
+        self,
+        done: int | float | None = None,
+        total: int | float | None = None,
+        *,
+        checkpoint: Mapping[str, Any],
+        force: bool = True,
+        **extra: Any,
+    ) -> bool:
+        """Record the public progress (as :meth:`report_progress`) and the private
+        ``checkpoint`` in one atomic write; True only if both were written.
+
+        Forced by default (a checkpoint is meant to be durable); with ``force=False`` it is
+        throttled like :meth:`report_progress`. A checkpoint over
+        :data:`jobs_core.limits.CHECKPOINT_MAX_BYTES` raises :class:`DocumentTooLarge`.
+        """
+        if self._checkpoint_sink is None:
+            raise RuntimeError(
+                "this context cannot store a private checkpoint (a child-process handler, or a"
+                " context built without checkpoint_sink)"
+            )
+        state = dict(checkpoint)
+        size = oversize(state, CHECKPOINT_MAX_BYTES)
+        if size is not None:
+            raise DocumentTooLarge(
+                f"checkpoint over {describe_size(size - 1)} of JSON, more than the"
+                f" {describe_size(CHECKPOINT_MAX_BYTES)} a job may hold: keep large state in"
+                " your module's own tables"
+            )
+        if not self._write(done, total, force, extra, state):
+            return False
+        self._resume = state
+        return True
+
+    @property
+    def resume(self) -> Mapping[str, Any] | None:
+        """The last private checkpoint saved for this job (by an earlier attempt, or by this
+        one), None if none; read from the store on first use."""
+        if self._resume is _UNLOADED:
+            loaded = self._checkpoint_loader() if self._checkpoint_loader is not None else None
+            self._resume = None if loaded is None else dict(loaded)
+        return self._resume
+
+    def _write(
+        self,
+        done: int | float | None,
+        total: int | float | None,
+        force: bool,
+        extra: Mapping[str, Any],
+        checkpoint: Mapping[str, Any] | None,
+    ) -> bool:
         with self._lock:
             tick = self._monotonic()
             if (
@@ -100,7 +170,11 @@ class JobContext:
                 f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: report counts and"
                 " checkpoints, not data"
             )
-        saved = self._sink(document)
+        if checkpoint is None:
+            saved = self._sink(document)
+        else:
+            assert self._checkpoint_sink is not None
+            saved = self._checkpoint_sink(document, checkpoint)
         if saved is None:
             # Nothing was written (an outage): the throttle must not count it, so the next
             # report tries again at once.

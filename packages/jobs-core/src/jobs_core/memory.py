@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -37,6 +37,8 @@ class InMemoryJobStore:
         self._new_id = id_factory
         self._workers: dict[uuid.UUID, WorkerInfo] = {}
         self._hook_due: dict[uuid.UUID, datetime] = {}
+        self._checkpoints: dict[uuid.UUID, dict[str, Any]] = {}
+        """Private checkpoints, never part of a Job (decision 0025)."""
         """When the end hook of a failed or cancelled job is due (jobs_core.hooks)."""
 
     # -- inspection ---------------------------------------------------------------------------
@@ -51,6 +53,7 @@ class InMemoryJobStore:
         with self._lock:
             self._jobs.clear()
             self._hook_due.clear()
+            self._checkpoints.clear()
 
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
@@ -167,15 +170,30 @@ class InMemoryJobStore:
                     alive.add(job.id)
         return alive
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress of a held job."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress of a held job (and its private checkpoint, if given)."""
+        state = None if checkpoint is None else codec.normalise_document(dict(checkpoint))
         with self._lock:
             job = self._held(ref)
             if job is None:
                 return False
             document = domain.heartbeat_progress(codec.normalise_document(progress), now)
             self._jobs[job.id] = _replace(job, progress=document)
+            if state is not None:
+                self._checkpoints[job.id] = state
             return True
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The job's private checkpoint (a copy), or None."""
+        with self._lock:
+            state = self._checkpoints.get(job_id)
+            return None if state is None else codec.normalise_document(state)
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
         """Held jobs whose cancellation was requested."""
@@ -395,6 +413,7 @@ class InMemoryJobStore:
             domain.check_deletable(job)
             del self._jobs[job.id]
             self._hook_due.pop(job.id, None)
+            self._checkpoints.pop(job.id, None)
             return True
 
 

@@ -10,7 +10,7 @@ test moves time with a fake clock on either adapter alike.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -118,8 +118,20 @@ class JobStore(Protocol):
         """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
         ...
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress document of a held job and, if ``checkpoint`` is given, its
+        private checkpoint, in one write; False if the lease is lost."""
+        ...
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The private checkpoint of the job (never returned with a :class:`Job`), or None.
+        Kept across attempts and a retry; gone with the job."""
         ...
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:

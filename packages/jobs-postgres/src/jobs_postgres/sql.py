@@ -315,6 +315,19 @@ WHERE id = :id AND lease = :lease AND status = 'running'
 """
 )
 
+# Index: the primary key. The progress document and the private checkpoint in one statement
+# (decision 0025).
+SAVE_PROGRESS_AND_CHECKPOINT = text(
+    """
+UPDATE jobs
+SET progress = CAST(:progress AS jsonb), checkpoint = CAST(:checkpoint AS jsonb)
+WHERE id = :id AND lease = :lease AND status = 'running'
+"""
+)
+
+# Index: the primary key. Worker-side (no org): the checkpoint of the job it holds.
+CHECKPOINT_OF = text("SELECT checkpoint FROM jobs WHERE id = :id")
+
 # Index: the primary key, probed with ``id = ANY(:ids)``.
 CANCEL_REQUESTED = text(
     f"""

@@ -535,15 +535,29 @@ class PostgresJobStore:
         )
         return {row[0] for row in rows}
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress document of a held job (and its private checkpoint, if given,
+        in the same statement); False if the lease is lost."""
         document = domain.heartbeat_progress(copy.deepcopy(progress), now)
+        params = {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)}
+        statement = sql.SAVE_PROGRESS
+        if checkpoint is not None:
+            params["checkpoint"] = _document_json(dict(checkpoint))
+            statement = sql.SAVE_PROGRESS_AND_CHECKPOINT
         with self._statement() as conn:
-            result = conn.execute(
-                sql.SAVE_PROGRESS,
-                {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)},
-            )
+            result = conn.execute(statement, params)
             return bool(result.rowcount == 1)
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The job's private checkpoint, or None."""
+        rows = self._read(sql.CHECKPOINT_OF, {"id": job_id})
+        return dict(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
         """The ids among held jobs whose cancellation has been requested."""
