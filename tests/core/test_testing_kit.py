@@ -223,6 +223,7 @@ def test_a_lost_lease_refuses_the_handlers_later_writes(
     assert module.stopped == [CancelReason.LEASE_LOST]
     assert ran.status is Status.QUEUED  # re-queued by the sweep, the outcome refused
     assert ran.attempts == 1
+    assert harness.last_recorded is None  # the attempt's outcome was refused
     assert harness.checkpoint_of(job) == {"next": 1}  # the write after the loss was refused
     done = harness.drain()[-1]
     assert done.status is Status.DONE

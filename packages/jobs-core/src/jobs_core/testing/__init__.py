@@ -71,7 +71,10 @@ class JobsHarness:
         self.org = org
         self.progress_interval_s = progress_interval_s
         self.last_outcome: Outcome | None = None
-        """The outcome the last attempt run by the harness recorded."""
+        """The outcome of the last attempt the harness ran."""
+        self.last_recorded: Job | None = None
+        """The job as that outcome left it; None when the attempt had lost its lease (the
+        outcome was refused)."""
         self._orgs = {org}
 
     # -- what it runs on -------------------------------------------------------------------------
@@ -194,7 +197,7 @@ class JobsHarness:
             error = JobTimeout(context.cancel_message or "timed out")
             outcome = failure_outcome(job_type, job, error, self.now())
         self.last_outcome = outcome
-        self.service.complete(job.ref, outcome)
+        self.last_recorded = self.service.complete(job.ref, outcome)
         stored = self.store.get(job.org_id, job.id)
         assert stored is not None, f"job {job.id} is gone"
         return stored
