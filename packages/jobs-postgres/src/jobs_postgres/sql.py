@@ -5,9 +5,11 @@ Conventions:
   the server's ``now()``, so a fake clock moves time on PostgreSQL as on memory (decision 0002);
 - worker writes are fenced: ``WHERE id = … AND lease = … AND status = 'running'``;
 - a statement that makes work available (insert, re-queue, retry) sends one
-  ``pg_notify('jobs_new', '')`` (the ``wake`` CTE), and a statement that changes statuses sends
-  one ``pg_notify('jobs_events', <json>)`` (the ``events`` CTE), once per statement whatever the
-  number of rows. Both are delivered when the transaction commits.
+  ``pg_notify('jobs_new', '')`` (the ``wake`` CTE), once per statement whatever the number of
+  rows, delivered when the transaction commits. Nothing else notifies: a transaction that
+  NOTIFYs takes a lock that serialises the commits of every notifying transaction, so the
+  claim and the finish of a job (the drain) never notify; the event stream reads the
+  ``job_events`` log instead (docs/events.md).
 - parameters are written ``CAST(:p AS type)``: SQLAlchemy's ``text()`` would read ``:p::type``
   as a parameter named ``p:``.
 """
@@ -31,7 +33,6 @@ def _columns(alias: str) -> str:
 
 
 NEW_WORK_CHANNEL = "jobs_new"
-EVENTS_CHANNEL = "jobs_events"
 
 # One wake-up per statement, only if ``source`` yielded a row that is queued. Identical
 # notifications of one transaction are folded into one by the server anyway.
@@ -40,29 +41,9 @@ wake AS (
     SELECT pg_notify('jobs_new', '') FROM {source} WHERE status = 'queued' HAVING count(*) > 0
 )"""
 
-# One event per statement: the job itself for a single row, a summary for a batch (a NOTIFY
-# payload must stay under 8000 bytes; the listener re-reads what it needs).
-_EVENTS = """
-events AS (
-    SELECT pg_notify(
-        'jobs_events',
-        CASE WHEN count(*) = 1
-            THEN json_build_object(
-                'id', min(id::text), 'org_id', min(org_id), 'status', min(status)
-            )::text
-            ELSE json_build_object(
-                'count', count(*),
-                'org_ids', CASE WHEN sum(length(org_id)) < 4000 THEN json_agg(DISTINCT org_id) END
-            )::text
-        END
-    )
-    FROM {source}
-    HAVING count(*) > 0
-)"""
-
-# A CTE that nothing reads is never run: the final SELECT joins the notify CTEs (one row at
-# most each) so they are evaluated, without changing the rows returned.
-_NOTIFIED = "LEFT JOIN wake ON true LEFT JOIN events ON true"
+# A CTE that nothing reads is never run: the final SELECT joins the notify CTE (one row at
+# most) so it is evaluated, without changing the rows returned.
+_NOTIFIED = "LEFT JOIN wake ON true"
 
 # When the attempt last showed life (domain.Job.last_seen_at): the later of its heartbeat and
 # its start. The heartbeat is read only if it has the shape the store writes (an ISO 8601
@@ -86,8 +67,7 @@ ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) DO NOTHING"
 # connection's fifth run): SQLAlchemy's execution and result machinery cost a third of the call
 # (bench/NOTES.md §4). The id is the caller's (uuid7), so the caller builds the inserted job
 # itself (domain.new_job) and only the id comes back, and a try repeated after a lost connection
-# can tell whether the first one committed (EXISTS_ID). The event's JSON ({id, org_id,
-# status}, as _EVENTS makes for one row) is the caller's too.
+# can tell whether the first one committed (EXISTS_ID).
 INSERT = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
@@ -102,8 +82,7 @@ WITH inserted AS (
     {ON_DEDUP_CONFLICT}
     RETURNING j.id
 ),
-wake AS (SELECT pg_notify('jobs_new', '') FROM inserted),
-events AS (SELECT pg_notify('jobs_events', CAST(%(event)s AS text)) FROM inserted)
+wake AS (SELECT pg_notify('jobs_new', '') FROM inserted)
 SELECT inserted.id FROM inserted {_NOTIFIED}
 """
 
@@ -134,12 +113,11 @@ WITH inserted AS (
     {ON_DEDUP_CONFLICT}
     RETURNING j.id, j.org_id, j.status, j.dedup_key
 ),
-{_WAKE.format(source="inserted")},
-{_EVENTS.format(source="inserted")}
+{_WAKE.format(source="inserted")}
 -- One row: the ids of the inserted jobs that have a key (a job without one is always
--- inserted), and the notify CTEs, read here whatever the filter.
+-- inserted), and the notify CTE, read here whatever the filter.
 SELECT array_agg(inserted.id) FILTER (WHERE inserted.dedup_key IS NOT NULL) AS keyed,
-       (SELECT count(*) FROM wake) + (SELECT count(*) FROM events) AS notified
+       (SELECT count(*) FROM wake) AS notified
 FROM inserted
 """
 
@@ -199,7 +177,7 @@ def drop_incoming(table: str) -> TextClause:
 
 # A batch without dedup keys cannot conflict (its ids are the caller's, uuid v7): it is COPied
 # straight into jobs, with no temporary table, no INSERT … SELECT and no speculative insertion
-# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTEs would, in the same
+# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTE would, in the same
 # transaction. ``payload`` is sent in jsonb's binary form (a version byte, 1, then the JSON
 # text), which the caller declares as bytea: psycopg's jsonb dumper would serialise it again.
 COPY_JOBS = (
@@ -218,7 +196,7 @@ COPY_JOBS_TYPES = (
     "int4",
     "text",
 )
-NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', ''), pg_notify('jobs_events', %(event)s)"
+NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', '')"
 
 
 # Index: jobs_org_dedup_key_key (equality on both columns).
@@ -372,8 +350,7 @@ def finish(*, if_stale: bool) -> TextClause:
         f"""
 WITH {_OUTCOME},
 {_finished(stale)},
-{_WAKE.format(source="finished")},
-{_EVENTS.format(source="finished")}
+{_WAKE.format(source="finished")}
 SELECT finished.* FROM finished {_NOTIFIED}
 """
     )
@@ -393,7 +370,6 @@ def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextCla
 WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
 {_finished("")},
 {_WAKE.format(source="finished")},
-{_EVENTS.format(source="finished")},
 {fair_due(types) if fair else _due(types)},
 claimed AS (
 {_CLAIM_DUE}
@@ -445,8 +421,7 @@ WITH saved AS (
     WHERE j.id = :id
     RETURNING {_columns("j")}
 ),
-{_WAKE.format(source="saved")},
-{_EVENTS.format(source="saved")}
+{_WAKE.format(source="saved")}
 SELECT saved.* FROM saved {_NOTIFIED}
 """
 )

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 import secrets
 import time
@@ -251,9 +250,6 @@ class PostgresJobStore:
             "run_at": new.run_at or now,
             "priority": new.priority,
             "concurrency_key": new.concurrency_key,
-            "event": json.dumps(
-                {"id": str(job_id), "org_id": new.org_id, "status": Status.QUEUED.value}
-            ),
         }
 
         def attempt(execute: Execute, retried: bool) -> bool:
@@ -351,7 +347,7 @@ class PostgresJobStore:
                                 spec.concurrency_key,
                             )
                         )
-                cursor.execute(sql.NOTIFY_INSERTED, {"event": _batch_event(new, ids)})
+                cursor.execute(sql.NOTIFY_INSERTED)
 
     def _copy_insert(
         self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
@@ -844,17 +840,6 @@ def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]
     else:  # pragma: no cover - Outcome is a closed union
         raise TypeError(f"not an outcome: {outcome!r}")
     return row
-
-
-def _batch_event(new: Sequence[NewJob], ids: Sequence[uuid.UUID]) -> str:
-    """The ``jobs_events`` payload of inserted queued jobs, as ``sql._EVENTS`` makes it: the job
-    for one, else the count and the orgs (none when their names would pass 4,000 characters:
-    a NOTIFY payload must stay under 8 kB)."""
-    if len(new) == 1:
-        return json.dumps({"id": str(ids[0]), "org_id": new[0].org_id, "status": "queued"})
-    orgs = [spec.org_id for spec in new]
-    names = sorted(set(orgs)) if sum(map(len, orgs)) < 4000 else None
-    return json.dumps({"count": len(new), "org_ids": names})
 
 
 def _all(result: Any) -> list[Any]:
