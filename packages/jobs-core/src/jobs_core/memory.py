@@ -43,11 +43,6 @@ class InMemoryJobStore:
         with self._lock:
             return sorted(self._jobs.values(), key=_queue_order)
 
-    def reset(self) -> None:
-        """Forget every job."""
-        with self._lock:
-            self._jobs.clear()
-
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
         with self._changed:

@@ -492,11 +492,3 @@ def list_jobs(
         .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         .limit(limit)
     )
-
-
-# -- tokens -----------------------------------------------------------------------------------
-
-# Index: api_tokens_token_hash_key (the lookup of every authenticated request).
-TOKEN_ORG = text(
-    "SELECT org_id FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL"
-)
