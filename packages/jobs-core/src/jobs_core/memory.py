@@ -43,11 +43,6 @@ class InMemoryJobStore:
         with self._lock:
             return sorted(self._jobs.values(), key=_queue_order)
 
-    def reset(self) -> None:
-        """Forget every job."""
-        with self._lock:
-            self._jobs.clear()
-
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
         with self._changed:
@@ -301,11 +296,15 @@ class InMemoryJobStore:
 
     def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
         """The org's jobs, newest first."""
+        return self._listed(org_id, query)
+
+    def _listed(self, org_id: str | None, query: JobFilter) -> list[Job]:
+        """The jobs of ``org_id`` (of every org with None) matching ``query``, newest first."""
         with self._lock:
             rows = [
                 j
                 for j in self._jobs.values()
-                if j.org_id == org_id
+                if (org_id is None or j.org_id == org_id)
                 and (query.statuses is None or j.status in query.statuses)
                 and (query.type is None or j.type == query.type)
                 and (query.before is None or (j.created_at, j.id) < query.before)
@@ -363,6 +362,16 @@ class InMemoryJobStore:
             domain.check_deletable(job)
             del self._jobs[job.id]
             return True
+
+    # -- operator reads across orgs -----------------------------------------------------------
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it."""
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first."""
+        return self._listed(None, query)
 
 
 class InMemoryWakeup:

@@ -75,7 +75,9 @@ class JobStore(Protocol):
 
     Worker writes (``heartbeat``, ``save_progress``, ``finish``) take the :class:`AttemptRef` of
     the claim and do nothing (False / None) when the job is no longer held by that attempt.
-    Org-scoped reads and admin actions return None for a job that is absent *or* foreign.
+    Org-scoped reads and admin actions return None for a job that is absent *or* foreign. The
+    operator reads (``get_any_org``, ``list_all_orgs``) are the only ones that cross orgs: an
+    operator at a terminal on the database (the CLI), never a caller of the HTTP API.
     """
 
     # -- enqueue ------------------------------------------------------------------------------
@@ -202,4 +204,14 @@ class JobStore(Protocol):
 
     def delete(self, org_id: str, job_id: uuid.UUID) -> bool:
         """Delete a finished job; False if absent. ``InvalidTransition`` if not finished."""
+        ...
+
+    # -- operator reads across orgs (the CLI: ``jobs ls`` without ``--org``, ``jobs show ID``) --
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it; None if there is none."""
+        ...
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first, in one read (``before`` is
+        the same keyset cursor as in :meth:`list_jobs`)."""
         ...

@@ -134,6 +134,18 @@ class JobService:
         """The org's jobs, newest first."""
         return self.store.list_jobs(org_id, query)
 
+    def get_any_org(self, job_id: uuid.UUID) -> Job:
+        """The job with this id, whichever org owns it (an operator's read: the CLI);
+        :class:`JobNotFound` if there is none."""
+        job = self.store.get_any_org(job_id)
+        if job is None:
+            raise JobNotFound()
+        return job
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org, newest first (an operator's read: the CLI)."""
+        return self.store.list_all_orgs(query)
+
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status for the org."""
         return self.store.stats(org_id)

@@ -31,9 +31,6 @@ metadata = MetaData()
 
 TIMESTAMPTZ = TIMESTAMP(timezone=True)
 
-STATUSES = ("queued", "running", "done", "failed", "cancelled")
-DEDUP_SCOPES = ("queue", "active")
-
 QUEUE_INDEX = "jobs_queue_idx"
 """The partial index the claim, the sweep and the stale scan walk (see ``jobs_postgres.sql``)."""
 

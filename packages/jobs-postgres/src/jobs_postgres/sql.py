@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, TextClause, and_, select, text, tuple_
+from sqlalchemy import ColumnElement, Select, TextClause, select, text, tuple_
 
 from jobs_postgres.fair import fair_due
 from jobs_postgres.schema import jobs
@@ -404,6 +404,9 @@ LIMIT :limit
 # Index: the primary key; the org filter makes another org's job invisible.
 GET = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
 
+# Index: the primary key. An operator's read (the CLI's ``jobs show ID``), of any org.
+GET_ANY_ORG = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id")
+
 # Index: the primary key. Admin actions lock the row, apply the pure transition in Python
 # (jobs_core.domain) and write the result back with SAVE.
 GET_FOR_UPDATE = text(
@@ -435,19 +438,22 @@ STATS = text("SELECT status, count(*) FROM jobs WHERE org_id = :org_id GROUP BY 
 
 
 def list_jobs(
-    org_id: str,
+    org_id: str | None,
     statuses: Sequence[str] | None,
     type_name: str | None,
     before: tuple[datetime, object] | None,
     limit: int,
 ) -> Select[tuple[object, ...]]:
-    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id).
+    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id); with
+    ``org_id`` None, the jobs of every org (an operator's read: the CLI's ``jobs ls``).
 
     Index: jobs_org_type_created_idx with a type, jobs_org_created_idx without; both are in
     (created_at DESC, id DESC) order after the equality columns, so the page is read in order
-    and the row comparison of the cursor is an index condition.
+    and the row comparison of the cursor is an index condition. Across orgs no index has that
+    order: the matching rows are sorted for the top ``limit`` (the read the CLI made before it
+    was a port method; an operator's, rare).
     """
-    conditions = [jobs.c.org_id == org_id]
+    conditions: list[ColumnElement[bool]] = [] if org_id is None else [jobs.c.org_id == org_id]
     if statuses is not None:
         conditions.append(jobs.c.status.in_(list(statuses)))
     if type_name is not None:
@@ -457,15 +463,7 @@ def list_jobs(
     columns = [jobs.c[name] for name in COLUMNS]
     return (
         select(*columns)
-        .where(and_(*conditions))
+        .where(*conditions)
         .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         .limit(limit)
     )
-
-
-# -- tokens -----------------------------------------------------------------------------------
-
-# Index: api_tokens_token_hash_key (the lookup of every authenticated request).
-TOKEN_ORG = text(
-    "SELECT org_id FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL"
-)

@@ -716,6 +716,20 @@ class PostgresJobStore:
             conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
             return True
 
+    # -- operator reads across orgs -----------------------------------------------------------
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it (index: the primary key)."""
+        rows = self._read(sql.GET_ANY_ORG, {"id": job_id})
+        return _job(rows[0]) if rows else None
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first, in one statement."""
+        if query.limit <= 0:
+            return []
+        statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
+        statement = sql.list_jobs(None, statuses, query.type, query.before, query.limit)
+        return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
+
 
 def ascending_uuid7s(count: int) -> list[uuid.UUID]:
     """``count`` RFC 9562 version-7 UUIDs of this millisecond, in ascending order.

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from jobs_core import Done, FakeClock, JobService, JobStore, NewJob, PayloadInvalid, Requeue, Status
 
-from tests.contract.helpers import claim_one, service_for
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import claim_one, service_for
 
 ORG = "org-a"
 AT = datetime(2026, 12, 3, 15, 4, 5, 123456, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""Small builders shared by the contract tests (fixtures go through the port itself)."""
+"""Small builders shared by the parts of the contract suite (they go through the port itself)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ from jobs_core import (
 )
 from jobs_core.domain import parse_heartbeat
 
-from tests.contract.helpers import claim_one, run_claimed, service_for
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import claim_one, run_claimed, service_for
 
 ORG = "org-a"
 OTHER_ORG = "org-b"
