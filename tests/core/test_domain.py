@@ -109,6 +109,38 @@ def test_sweep_outcome_requeues_below_the_cap_and_fails_at_it() -> None:
     assert outcome.error == MAX_ATTEMPTS_EXCEEDED
 
 
+def test_a_shutdown_hands_a_running_job_back_unless_its_cancellation_was_requested() -> None:
+    job = domain.claim(queued(max_attempts=1), uuid.uuid4(), NOW)
+    outcome = domain.hand_back_outcome(False, NOW)
+    assert outcome == Requeue(run_at=NOW, refund_attempt=True)
+    back = domain.finish(job, outcome, NOW)
+    assert back.status is Status.QUEUED
+    assert back.attempts == 0  # the attempt is refunded: a deploy spends no max_attempts
+    cancelled = domain.hand_back_outcome(True, NOW)
+    assert cancelled == domain.Cancelled(report={"reason": domain.HANDED_BACK_CANCELLED})
+    assert domain.finish(job, cancelled, NOW).status is Status.CANCELLED
+
+
+def test_an_outage_is_recognised_by_the_store_error_or_its_explicit_cause() -> None:
+    from jobs_core import StoreRefused, StoreUnavailable
+    from jobs_core.errors import is_outage
+
+    assert is_outage(StoreUnavailable())
+    assert is_outage(TimeoutError())
+    wrapped = RuntimeError("wrapped")
+    wrapped.__cause__ = StoreUnavailable()
+    assert is_outage(wrapped)
+    refused = StoreRefused("too long")
+    refused.__cause__ = StoreUnavailable()
+    assert not is_outage(refused)  # a refusal is never retried, whatever caused it
+    during = ValueError("a bug while handling an outage")
+    during.__context__ = StoreUnavailable()
+    assert not is_outage(during)
+    loop = RuntimeError("loop")
+    loop.__cause__ = loop
+    assert not is_outage(loop)
+
+
 def test_staleness_uses_the_later_of_heartbeat_and_start() -> None:
     running = domain.claim(queued(), uuid.uuid4(), NOW)
     assert domain.is_stale(running, NOW + timedelta(seconds=1))

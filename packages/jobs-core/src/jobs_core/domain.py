@@ -395,5 +395,17 @@ def sweep_outcome(job: Job, now: datetime) -> Outcome:
     return Failed(error=MAX_ATTEMPTS_EXCEEDED, report={"reason": "worker lost", **_attempts(job)})
 
 
+HANDED_BACK_CANCELLED = "cancellation requested; the worker shut down before the handler stopped"
+
+
+def hand_back_outcome(cancel_requested: bool, now: datetime) -> Outcome:
+    """What a worker that shuts down does with a job whose handler is still running
+    (docs/contract.md §4): back to the queue at once, the attempt refunded (it did not
+    fail, its worker left); a job whose cancellation was requested ends cancelled instead."""
+    if cancel_requested:
+        return Cancelled(report={"reason": HANDED_BACK_CANCELLED})
+    return Requeue(run_at=now, refund_attempt=True)
+
+
 def _attempts(job: Job) -> dict[str, Any]:
     return {"attempts": job.attempts, "max_attempts": job.max_attempts}

@@ -194,6 +194,18 @@ class JobService:
         the store runs its plain claim)."""
         return self.registry.flow_limits() or None
 
+    def heartbeat(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """Show that the attempts ``refs`` are alive (docs/contract.md §5); the ids still held."""
+        return self.store.heartbeat(refs, self.clock.now())
+
+    def save_progress(self, ref: AttemptRef, progress: dict[str, Any]) -> bool:
+        """Write a running attempt's progress document; False if its lease is gone."""
+        return self.store.save_progress(ref, progress, self.clock.now())
+
+    def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """The ids of the attempts ``refs`` whose cancellation was requested."""
+        return self.store.cancel_requested(refs)
+
     def why_waiting(self, job: Job) -> list[WaitReason]:
         """Why the queued ``job`` has not started yet (:mod:`jobs_core.waiting`); empty for a
         job that is not queued."""
