@@ -116,9 +116,7 @@ def test_staleness_uses_the_later_of_heartbeat_and_start() -> None:
     with_old_checkpoint = domain.claim(queued(), uuid.uuid4(), NOW)
     with_old_checkpoint = dataclasses.replace(with_old_checkpoint, progress=old_beat)
     assert not domain.is_stale(with_old_checkpoint, NOW - timedelta(seconds=1))
-    fresh = dataclasses.replace(
-        running, progress=domain.heartbeat_progress(None, NOW + timedelta(minutes=5))
-    )
+    fresh = domain.heartbeat(running, NOW + timedelta(minutes=5))
     assert not domain.is_stale(fresh, NOW + timedelta(minutes=1))
     assert not domain.is_stale(queued(), NOW + timedelta(days=1))
 

@@ -54,6 +54,7 @@ from jobs_core import (
     StoreUnavailable,
     UnknownJobType,
     Wakeup,
+    domain,
 )
 from jobs_core.runner import execute, short_error
 
@@ -967,11 +968,9 @@ class Worker:
         now = self.clock.now()
         outcomes: list[tuple[AttemptRef, Outcome]] = []
         for attempt in attempts:
-            if attempt.cancel_requested or attempt.job.id in requested:
-                reason = "cancellation requested; the worker shut down before the handler stopped"
-                outcomes.append((attempt.ref, Cancelled(report={"reason": reason})))
-            else:
-                outcomes.append((attempt.ref, Requeue(run_at=now, refund_attempt=True)))
+            asked = attempt.cancel_requested or attempt.job.id in requested
+            outcome = domain.hand_back_outcome(attempt.job, now, cancel_requested=asked)
+            outcomes.append((attempt.ref, outcome))
         retry = _Retry("hand_back", self.config.backoff_initial_s, self.config.backoff_cap_s)
         while True:
             try:
