@@ -185,9 +185,11 @@ def test_the_sweep_reads_heartbeat_at_and_its_patch_is_fenced_on_it(
         found.last_seen_at == found.heartbeat_at == clock.now() - timedelta(seconds=THRESHOLD_S + 1)
     )
     sweep = domain.sweep_patch(found, clock.now())
+    assert found.heartbeat_at is not None
     assert sweep.seen_at == found.heartbeat_at
+    other_beat = found.heartbeat_at - timedelta(microseconds=1)
     late = domain.patch(found.ref, domain.sweep_outcome(found, clock.now()), clock.now(),
-                        seen_at=found.heartbeat_at - timedelta(microseconds=1))  # fmt: skip
+                        seen_at=other_beat)  # fmt: skip
     assert store.complete([late]).finished == [None]
     [swept] = store.complete([sweep]).finished
     assert swept == domain.apply(found, sweep)

@@ -223,7 +223,7 @@ def test_heartbeat_at_is_backfilled_with_what_the_sweep_read_before(scratch_url:
                 )
         migrations.upgrade(scratch_url)
         with engine.connect() as conn:
-            got = dict(
+            got: dict[str, str | None] = dict(
                 conn.execute(
                     text(
                         "SELECT type, to_char(heartbeat_at AT TIME ZONE 'UTC', "

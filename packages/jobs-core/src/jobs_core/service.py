@@ -233,8 +233,9 @@ class JobService:
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
         """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
 
-        Safe with several sweepers at once: each change is conditional on the attempt's lease
-        and on its still being stale, so one sweeper wins and only it calls ``on_fail``.
+        Safe with several sweepers at once: each write (:func:`jobs_core.domain.sweep_patch`) is
+        conditional on the attempt's lease and on the heartbeat the sweep read, so one sweeper
+        wins and only it calls ``on_fail``; a job that showed life in between is left alone.
         """
         report = SweepReport()
         now = self.clock.now()

@@ -48,8 +48,9 @@ Execute = Callable[[str, Mapping[str, Any]], Any]
 
 _STATUS = {status.value: status for status in Status}
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
-_DRIVER_SQL: dict[int, str] = {}
-"""The worker's statements as psycopg runs them (``%(name)s`` placeholders), compiled once."""
+_DRIVER_SQL: dict[TextClause, str] = {}
+"""The worker's statements as psycopg runs them (``%(name)s`` placeholders), compiled once each
+(keyed by the statement itself: they are the module constants of :mod:`jobs_postgres.sql`)."""
 _SCOPE = {scope.value: scope for scope in DedupScope}
 
 
@@ -122,10 +123,9 @@ class PostgresJobStore:
         """
         if self._bound is not None:
             return self._rows(statement, params)
-        query = _DRIVER_SQL.get(id(statement))
+        query = _DRIVER_SQL.get(statement)
         if query is None:
-            query = str(statement.compile(dialect=_DIALECT))
-            _DRIVER_SQL[id(statement)] = query
+            query = _DRIVER_SQL[statement] = str(statement.compile(dialect=_DIALECT))
         with unavailable_as_store_error():
             pooled = self._engine.raw_connection()
             try:
