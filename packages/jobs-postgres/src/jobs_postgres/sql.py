@@ -329,7 +329,7 @@ WHERE j.id = ANY(CAST(:ids AS uuid[]))
 
 
 # A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
-# attempt with its ``ord`` (store._patch_row).
+# attempt with its ``ord`` (store._patches_json).
 _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
