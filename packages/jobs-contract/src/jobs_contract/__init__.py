@@ -37,6 +37,7 @@ PARTS = (
     "jobs_contract.fair_claim",
     "jobs_contract.stateful",
     "jobs_contract.events",
+    "jobs_contract.transitions",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from jobs_core.flow import ClaimLimits
 
+from jobs_postgres.sql import claim_set
+
 # Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
 _KEY_LOCK = "hashtextextended(d.type || chr(31) || d.concurrency_key, 1501)"
 _TYPE_LOCK = "hashtextextended(d.type, 1502)"
@@ -136,11 +138,7 @@ due AS (
     WHERE k.type_limit IS NULL OR coalesce(tr.n, 0) + k.type_rank <= k.type_limit
 )
 UPDATE jobs AS j
-SET status = 'running',
-    attempts = j.attempts + 1,
-    started_at = %(now)s,
-    lease = gen_random_uuid(),
-    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
+{claim_set("%(now)s")}
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING {columns}
 """

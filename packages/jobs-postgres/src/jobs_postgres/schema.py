@@ -79,6 +79,10 @@ jobs = Table(
     Column("priority", Integer, nullable=False, server_default=text("0")),
     Column("concurrency_key", Text),
     Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    # -- the heartbeat (migration 0006_heartbeat_at, decision 0020) -------------------------------
+    # When the running attempt last showed life: set by the claim, every heartbeat and every
+    # progress save; the sweep reads it (docs/contract.md §5).
+    Column("heartbeat_at", TIMESTAMPTZ),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(

@@ -45,16 +45,9 @@ wake AS (
 # most) so it is evaluated, without changing the rows returned.
 _NOTIFIED = "LEFT JOIN wake ON true"
 
-# When the attempt last showed life (domain.Job.last_seen_at): the later of its heartbeat and
-# its start. The heartbeat is read only if it has the shape the store writes (an ISO 8601
-# instant with an offset), so a handler's odd ``updated_at`` can never break the sweep.
-LAST_SEEN = """greatest(
-    CASE WHEN {t}.progress->>'updated_at'
-              ~ '^\\d{{4}}-\\d\\d-\\d\\dT\\d\\d:\\d\\d(:\\d\\d(\\.\\d+)?)?([+-]\\d\\d:\\d\\d|Z)$'
-         THEN ({t}.progress->>'updated_at')::timestamptz
-    END,
-    {t}.started_at
-)"""
+# When the attempt last showed life (domain.Job.last_seen_at): its heartbeat_at, which the claim
+# sets to its start; its start for a row that never had one.
+_LAST_SEEN = "coalesce(j.heartbeat_at, j.started_at)"
 
 
 # -- enqueue ----------------------------------------------------------------------------------
@@ -235,16 +228,25 @@ def _due(types: Sequence[str] | None) -> str:
 )"""
 
 
+def claim_set(now: str) -> str:
+    """The SET list of every claim (this module's, and the claim under limits of
+    :mod:`jobs_postgres.flow`), ``now`` the instant's placeholder: domain.claim applied to rows
+    the database picks, the one transition whose rows the core cannot see before it is written
+    (decision 0020). The contract suite compares each claimed row with domain.claim of it."""
+    return f"""SET status = 'running',
+    attempts = j.attempts + 1,
+    started_at = {now},
+    heartbeat_at = {now},
+    lease = gen_random_uuid(),
+    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END"""
+
+
 # The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
 # join with the CTE could be planned as a scan of the whole table, whose history the planner
 # cannot see through the CTE. The key of a ``queue``-scope job is released in the same
 # statement (docs/contract.md §3).
 _CLAIM_DUE = f"""UPDATE jobs AS j
-SET status = 'running',
-    attempts = j.attempts + 1,
-    started_at = :now,
-    lease = gen_random_uuid(),
-    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
+{claim_set(":now")}
 -- no status test here: the rows are locked since they matched it, and a status condition
 -- would let the planner walk every queued row of jobs_queue_idx instead of probing the key
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))
@@ -265,12 +267,14 @@ CLAIM_FAIR_ALL = claim(None, fair=True)
 CLAIM_FAIR_TYPES = claim((), fair=True)
 
 # Index: the primary key, probed with ``id = ANY(:ids)`` (never a join planned as a scan of
-# the history). Merges ``updated_at`` into the progress document
-# (domain.heartbeat_progress): the update touches no indexed column, so it is a HOT update.
+# the history). domain.heartbeat: sets heartbeat_at and merges ``updated_at`` into the progress
+# document (the public mark of the heartbeat, docs/contract.md §5); the update touches no
+# indexed column, so it is a HOT update.
 HEARTBEAT = text(
     f"""
 UPDATE jobs AS j
-SET progress = coalesce(j.progress, '{{}}'::jsonb)
+SET heartbeat_at = CAST(:now AS timestamptz),
+    progress = coalesce(j.progress, '{{}}'::jsonb)
                || jsonb_build_object('updated_at', CAST(:beat AS text))
 FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
 WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id AND j.lease = r.lease
@@ -279,11 +283,12 @@ RETURNING j.id
 """
 )
 
-# Index: the primary key. Replaces the progress document (a HOT update, as HEARTBEAT).
+# Index: the primary key. domain.save_progress: replaces the progress document, a heartbeat
+# too (a HOT update, as HEARTBEAT).
 SAVE_PROGRESS = text(
     """
 UPDATE jobs
-SET progress = CAST(:progress AS jsonb)
+SET progress = CAST(:progress AS jsonb), heartbeat_at = CAST(:now AS timestamptz)
 WHERE id = :id AND lease = :lease AND status = 'running'
 """
 )
@@ -301,59 +306,52 @@ WHERE j.id = ANY(CAST(:ids AS uuid[]))
 )
 
 
-# A batch of outcomes as rows: ``:outcomes`` is a JSON array of ``{ord, id, lease, status,
-# run_at, error, report, keep_report, refund_attempt}`` (store._outcome_row).
+# A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
+# attempt with its ``ord`` (store._patches_json).
 _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
-        ord int, id uuid, lease uuid, status text, run_at timestamptz, error text,
-        report jsonb, keep_report boolean, refund_attempt boolean, snooze boolean
+        ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
+        run_at timestamptz, error text, report jsonb, finished_at timestamptz, dedup_key text,
+        clears_cancel_request boolean, seen_at timestamptz
     )
 )"""
 
-
-def _finished(stale: str) -> str:
-    """The ``finished`` CTE: domain.finish applied to every row of ``outcome``, fenced."""
-    return f"""finished AS (
+# The ``finished`` CTE: each row of ``outcome`` assigned as given (domain.apply), fenced on the
+# attempt (lease, still running) and, for a sweep's patch, on the heartbeat it read
+# (domain.applies). Nothing is decided here: the one column a patch does not carry is the
+# cancellation request, which a request may have set since the claim; the patch names whether
+# it is cleared (a re-queue) or kept (an end).
+_FINISHED = f"""finished AS (
     UPDATE jobs AS j
     SET status = o.status,
-        -- a worker shutting down hands its attempt back unconsumed
-        attempts = CASE WHEN o.refund_attempt OR o.snooze IS TRUE
-                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
-        snoozes = CASE WHEN o.snooze IS TRUE THEN j.snoozes + 1 ELSE j.snoozes END,
+        attempts = o.attempts,
+        snoozes = o.snoozes,
+        run_at = o.run_at,
         error = o.error,
-        report = CASE WHEN o.keep_report THEN j.report ELSE o.report END,
-        lease = NULL,
-        -- a re-queue keeps the key the job still holds; an end releases it
-        run_at = CASE WHEN o.status = 'queued' THEN o.run_at ELSE j.run_at END,
-        cancel_requested_at = CASE WHEN o.status = 'queued' THEN NULL
+        report = o.report,
+        finished_at = o.finished_at,
+        dedup_key = o.dedup_key,
+        cancel_requested_at = CASE WHEN o.clears_cancel_request THEN NULL
                                    ELSE j.cancel_requested_at END,
-        finished_at = CASE WHEN o.status = 'queued' THEN j.finished_at ELSE :now END,
-        dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
+        lease = NULL
     FROM outcome AS o
     WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
-      AND {_RUNNING} {stale}
+      AND {_RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
     RETURNING o.ord, {_columns("j")}
 )"""
 
 
-def finish(*, if_stale: bool) -> TextClause:
-    """Apply a batch of outcomes in one statement (domain.finish for each row).
-
-    Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and
-    status. The rows come back with their ``ord`` so the caller aligns them with its input
-    (an outcome whose attempt lost the job returns no row). With ``if_stale`` (the sweep) a
-    row is changed only if its attempt still shows no life since ``:stale_before``, so a
-    sweeper racing a slow heartbeat, or another sweeper, changes nothing.
-    """
-    stale = f"AND {LAST_SEEN.format(t='j')} < :stale_before" if if_stale else ""
-    return text(
-        f"""
+# Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and status.
+# The rows come back with their ``ord`` so the caller aligns them with its input (a patch
+# whose attempt lost the job returns no row).
+FINISH = text(
+    f"""
 WITH {_OUTCOME},
-{_finished(stale)},
+{_FINISHED},
 {_WAKE.format(source="finished")}
 SELECT finished.* FROM finished {_NOTIFIED}
 """
-    )
+)
 
 
 def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
@@ -368,7 +366,7 @@ def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextCla
     return text(
         f"""
 WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
-{_finished("")},
+{_FINISHED},
 {_WAKE.format(source="finished")},
 {fair_due(types) if fair else _due(types)},
 claimed AS (
@@ -381,8 +379,6 @@ SELECT NULL, claimed.* FROM claimed
     )
 
 
-FINISH = finish(if_stale=False)
-FINISH_IF_STALE = finish(if_stale=True)
 FINISH_AND_CLAIM_ALL = finish_and_claim(None)
 FINISH_AND_CLAIM_TYPES = finish_and_claim(())
 FINISH_AND_CLAIM_FAIR_ALL = finish_and_claim(None, fair=True)
@@ -392,7 +388,7 @@ FINISH_AND_CLAIM_FAIR_TYPES = finish_and_claim((), fair=True)
 FIND_STALE = text(
     f"""
 SELECT {_columns("j")} FROM jobs AS j
-WHERE j.status = 'running' AND {LAST_SEEN.format(t="j")} < :stale_before
+WHERE j.status = 'running' AND {_LAST_SEEN} < :stale_before
 ORDER BY j.created_at, j.id
 LIMIT :limit
 """

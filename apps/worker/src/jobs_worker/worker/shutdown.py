@@ -109,7 +109,12 @@ class Shutdown:
             requested = set()
         now = shared.clock.now()
         outcomes: list[tuple[AttemptRef, Outcome]] = [
-            (a.ref, hand_back_outcome(a.cancel_requested or a.job.id in requested, now))
+            (
+                a.ref,
+                hand_back_outcome(
+                    a.job, now, cancel_requested=a.cancel_requested or a.job.id in requested
+                ),
+            )
             for a in attempts
         ]
         retry = shared.retry("hand_back")

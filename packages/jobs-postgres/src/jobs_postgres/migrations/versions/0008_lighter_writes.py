@@ -1,7 +1,7 @@
 """Two indexes fewer on the write path of every job (the drain; decision 0013, bench/NOTES.md).
 
 Revision ID: 0008_lighter_writes
-Revises: 0005_fair_claim
+Revises: 0006_heartbeat_at
 Create Date: 2026-12-03
 
 - ``jobs_running_key_idx`` goes: a claim under limits counts the running jobs per key and type
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0008_lighter_writes"
-down_revision: str | None = "0005_fair_claim"
+down_revision: str | None = "0006_heartbeat_at"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
