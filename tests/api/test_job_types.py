@@ -29,10 +29,10 @@ async def test_lists_public_types_only_sorted_with_their_declarations(
 
 async def test_applies_to_and_description_are_shown() -> None:
     from jobs_api.app import create_app
-    from jobs_api.auth import issue_token
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
     from jobs_core import JobType, Registry, SystemClock
+    from jobs_core.tokens import issue_token
 
     registry = Registry("menus")
     registry.register(

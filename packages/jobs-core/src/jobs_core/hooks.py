@@ -2,7 +2,9 @@
 failed or cancelled (docs/decisions/0025-end-hooks-and-private-checkpoint.md).
 
 The statement that ends a job ``failed`` or ``cancelled`` also sets a durable marker on its row
-(the hook is due). The worker that ended the job runs the hook at once and clears the marker; a
+(the hook is due). The core decides its value (:func:`jobs_core.domain.end_hook_due`): a
+worker's end carries it in its :class:`~jobs_core.domain.Patch`, an admin cancel gives it with
+the transition. The worker that ended the job runs the hook at once and clears the marker; a
 job ended elsewhere (the API or the CLI cancelling a queued job, a sweep in a process that does
 not know the type) or whose worker crashed before clearing it is picked up by the next pass of
 any worker that registers the type (:meth:`jobs_core.JobService.run_end_hooks`). A hook may thus
@@ -13,18 +15,12 @@ from __future__ import annotations
 
 import logging
 
-from jobs_core.domain import Job, Status
+from jobs_core.domain import ENDED_WITH_HOOK, HOOK_RETRY_S, Job, Status
 from jobs_core.registry import Registry
 
+__all__ = ["ENDED_WITH_HOOK", "HOOK_RETRY_S", "call_end_hook"]
+
 log = logging.getLogger("jobs.hooks")
-
-HOOK_RETRY_S = 60.0
-"""How long a hook taken by a worker is not taken by another (the worker ending a job is given
-as long to run its hook before the others may): a hook whose worker died, or that raised, runs
-again this much later."""
-
-ENDED_WITH_HOOK = frozenset({Status.FAILED, Status.CANCELLED})
-"""The endings that have a hook (``on_fail``, ``on_cancel``)."""
 
 
 def call_end_hook(registry: Registry, job: Job) -> bool:

@@ -356,7 +356,7 @@ class JobsHarness:
             current = self.store.get(job.org_id, job.id)
             assert current is not None
             # the sweep re-queues it (or fails it, at max attempts) under the handler
-            self.store.finish(job.ref, domain.sweep_outcome(current, self.now()), self.now())
+            self.store.complete([domain.sweep_patch(current, self.now())])
             ctx.cancel(CancelReason.LEASE_LOST)
         elif reason is CancelReason.TIMEOUT:
             ctx.cancel(CancelReason.TIMEOUT, "timed out (simulated by the test)")

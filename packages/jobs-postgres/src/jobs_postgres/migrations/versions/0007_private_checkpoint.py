@@ -1,7 +1,7 @@
 """Lifecycle columns of ``jobs``: the due end hook and the private checkpoint (decision 0025).
 
 Revision ID: 0007_private_checkpoint
-Revises: 0005_fair_claim
+Revises: 0006_heartbeat_at
 Create Date: 2026-12-03
 
 - ``hook_due_at``: when the end hook (``on_fail`` / ``on_cancel``) of a failed or cancelled job
@@ -10,7 +10,9 @@ Create Date: 2026-12-03
 - ``checkpoint``: the handler's private checkpoint, written with the progress document in one
   statement, given back to a later attempt, never shown by the API, the CLI or the event log.
 - The event log's triggers (0002_events) leave both columns out of the job they log, and a change
-  of only these columns is no visible change (no event).
+  of only these columns is no visible change (no event): ``jobs_event_kind`` becomes
+  0006_heartbeat_at's (which ignores ``progress`` and ``heartbeat_at`` in its last test) with
+  both columns ignored too; the downgrade puts 0006's back.
 
 Adding nullable columns without a default rewrites nothing; the index is built inside the
 migration's transaction, on the (empty) set of rows with a hook pending.
@@ -23,17 +25,25 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0007_private_checkpoint"
-down_revision: str | None = "0005_fair_claim"
+down_revision: str | None = "0006_heartbeat_at"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_HIDDEN = "'lease' - 'hook_due_at' - 'checkpoint'"
+_HIDDEN = "ARRAY['lease', 'hook_due_at', 'checkpoint']"
 """What the event log leaves out of a job: the worker's fencing token and the private columns."""
+
+_INVISIBLE = "ARRAY['progress', 'heartbeat_at', 'hook_due_at', 'checkpoint']"
+"""The columns a change of which alone is no ``updated`` event: the progress (its own kind), the
+heartbeat (0006_heartbeat_at) and the private columns."""
+
+_INVISIBLE_0006 = "ARRAY['progress', 'heartbeat_at']"
+"""The same, as 0006_heartbeat_at installed it (the downgrade's)."""
 
 
 def _kind_function(invisible: str) -> str:
-    """``jobs_event_kind`` of 0002_events, with ``invisible`` the columns a change of which alone
-    is no visible change."""
+    """``jobs_event_kind`` of 0006_heartbeat_at (0002_events' with a wider last test), with
+    ``invisible`` (a SQL text array subtracted from the row's JSON) the columns a change of which
+    alone is no visible change."""
     return f"""
 CREATE OR REPLACE FUNCTION jobs_event_kind(o jobs, n jobs) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -55,7 +65,8 @@ $$
 
 
 def _trigger_functions(hidden: str) -> str:
-    """The three trigger functions of 0002_events, logging ``to_jsonb(row) - hidden``."""
+    """The three trigger functions of 0002_events, logging ``to_jsonb(row) - hidden`` (``hidden``:
+    a SQL text array, or one text literal)."""
     return f"""
 CREATE OR REPLACE FUNCTION jobs_log_insert() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -93,12 +104,12 @@ def upgrade() -> None:
         "CREATE INDEX IF NOT EXISTS jobs_hook_due_idx ON jobs (hook_due_at)"
         " WHERE hook_due_at IS NOT NULL"
     )
-    op.execute(_kind_function("'progress' - 'hook_due_at' - 'checkpoint'"))
+    op.execute(_kind_function(_INVISIBLE))
     op.execute(_trigger_functions(_HIDDEN))
 
 
 def downgrade() -> None:
     op.execute(_trigger_functions("'lease'"))
-    op.execute(_kind_function("'progress'"))
+    op.execute(_kind_function(_INVISIBLE_0006))
     op.drop_index("jobs_hook_due_idx", table_name="jobs")
     op.execute("ALTER TABLE jobs DROP COLUMN checkpoint, DROP COLUMN hook_due_at")

@@ -22,6 +22,8 @@ from jobs_core import (
 from jobs_core.limits import CHECKPOINT_MAX_BYTES
 from jobs_core.runner import execute
 
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+
 ORG = "org-a"
 SECRET = "https://private.example/frontier-only"
 

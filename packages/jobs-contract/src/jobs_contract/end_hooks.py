@@ -2,17 +2,21 @@
 
 A service stands for each process: ``api`` cancels (it runs no hook), ``worker`` completes
 attempts and runs the due hooks of its types. A hook that was taken and not cleared (its worker
-died) is taken again after ``HOOK_RETRY_S``.
+died) is taken again after ``HOOK_RETRY_S``. The marker a store writes is the one the core
+computed: a patch's ``hook_due_at`` for the end of an attempt, :func:`jobs_core.domain.end_hook_due`
+for an admin cancel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from jobs_core import (
     Cancelled,
+    Done,
     Failed,
     FakeClock,
     Job,
@@ -21,9 +25,13 @@ from jobs_core import (
     JobStore,
     JobType,
     Registry,
+    Requeue,
     Status,
+    domain,
 )
 from jobs_core.hooks import HOOK_RETRY_S
+
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
 
 ORG = "org-a"
 
@@ -180,7 +188,56 @@ def test_a_sweep_that_cancels_or_fails_a_zombie_runs_its_hook(
     assert worker.run_end_hooks() == 0
 
 
-def _retry() -> Any:
-    from datetime import timedelta
+_TICK = timedelta(microseconds=1)
+_FAR = timedelta(days=1)
 
+
+def test_the_end_of_an_attempt_writes_the_marker_of_its_patch(
+    worker: JobService, store: JobStore, clock: FakeClock
+) -> None:
+    failing = worker.enqueue(ORG, "hooked").job
+    done = worker.enqueue(ORG, "hooked").job
+    requeued = worker.enqueue(ORG, "hooked").job
+    claimed = {job.id: job for job in worker.claim(3)}
+    now = clock.now()
+    patches = [
+        domain.patch(claimed[failing.id].ref, Failed("broke"), now),
+        domain.patch(claimed[done.id].ref, Done(), now),
+        domain.patch(claimed[requeued.id].ref, Requeue(run_at=now + _FAR, error="again"), now),
+    ]
+    assert patches[0].hook_due_at == now + _retry()  # the core's value, by_worker
+    assert patches[1].hook_due_at is None
+    assert patches[2].hook_due_at is None
+    finished = store.complete(patches).finished  # the store alone: no hook is run or cleared
+    assert [job.status if job else None for job in finished] == [
+        Status.FAILED,
+        Status.DONE,
+        Status.QUEUED,
+    ]
+    due = patches[0].hook_due_at
+    assert due is not None
+    assert store.take_end_hooks(["hooked"], 10, due - _TICK, due + _FAR) == []
+    assert [j.id for j in store.take_end_hooks(["hooked"], 10, due, due + _FAR)] == [failing.id]
+    # taken, it is due again later; the done and the re-queued jobs never had a marker
+    later = store.take_end_hooks(["hooked"], 10, due + _FAR * 3, due + _FAR * 4)
+    assert [j.id for j in later] == [failing.id]
+
+
+def test_an_admin_cancel_of_a_queued_job_makes_its_hook_due_at_once(
+    api: JobService, store: JobStore, clock: FakeClock
+) -> None:
+    first = api.enqueue(ORG, "hooked").job
+    second = api.enqueue(ORG, "hooked").job
+    [running] = api.claim(1)
+    queued = second if running.id == first.id else first
+    now = clock.now()
+    api.cancel(ORG, running.id)  # a request: no ending, no marker
+    cancelled = api.cancel(ORG, queued.id)
+    assert cancelled.status is Status.CANCELLED
+    assert domain.end_hook_due(cancelled.status, now, by_worker=False) == now
+    assert store.take_end_hooks(["hooked"], 10, now - _TICK, now + _FAR) == []
+    assert [j.id for j in store.take_end_hooks(["hooked"], 10, now, now + _FAR)] == [queued.id]
+
+
+def _retry() -> timedelta:
     return timedelta(seconds=HOOK_RETRY_S)
