@@ -283,3 +283,51 @@ def test_screen_readers_get_names_roles_and_live_regions(
     expect(form).to_be_visible()
     expect(form.get_by_role("combobox", name="Type")).to_be_focused()
     expect(form.get_by_role("group", name="Payload")).to_be_visible()
+
+
+# ---- the detail view -------------------------------------------------------------------------
+
+
+def test_the_detail_view_shows_the_report_progress_and_a_timeline_of_every_timestamp(
+    panel: Page, system: System, org: str
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from jobs_core import NewJob
+    from jobs_postgres.database import create_engine
+    from jobs_postgres.store import PostgresJobStore
+
+    slept = system.enqueue(org, "sleep", {"seconds": 1})
+    system.wait_status(org, slept, "done")
+    row(panel, slept).get_by_role("button", name=re.compile("^Details")).click()
+    detail = panel.get_by_role("dialog", name=re.compile(f"sleep · {slept}"))
+    expect(detail).to_be_visible()
+    job = system.job(org, slept)
+    assert job["report"]
+    report = detail.locator("#detail-report")
+    for key in job["report"]:
+        expect(report).to_contain_text(f'"{key}"')
+    expect(detail.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100")
+    expect(detail.locator("#detail-error")).to_have_text("—")
+    steps = detail.locator("#detail-timeline li")
+    expect(steps).to_have_count(3)
+    expect(steps.locator(".what")).to_have_text(["Created", "Started", "Finished"])
+    # Each step after the first says how long after the creation it came.
+    expect(steps.nth(0).locator(".offset")).to_have_text("")
+    expect(steps.nth(2).locator(".offset")).to_have_text(re.compile(r"^\+\d"))
+    panel.keyboard.press("Escape")
+
+    # A job that runs later has a "Runs at" step, a day after its creation.
+    engine = create_engine(system.url)
+    try:
+        now = datetime.now(UTC)
+        later = PostgresJobStore(engine).insert_many(
+            [NewJob(org, "noop", {"site_id": "later.example"}, run_at=now + timedelta(days=1))],
+            now,
+        )[0]
+    finally:
+        engine.dispose()
+    row(panel, str(later.id)).get_by_role("button", name=re.compile("^Details")).click()
+    steps = panel.locator("#detail-timeline li")
+    expect(steps.locator(".what")).to_have_text(["Created", "Runs at"])
+    expect(steps.nth(1).locator(".offset")).to_have_text(re.compile(r"^\+(1 d 0 h|23 h 59 min)$"))
