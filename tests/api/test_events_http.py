@@ -387,6 +387,7 @@ def test_ids_tell_nothing_of_other_orgs_changes(world: World) -> None:
     assert a.quiet(1.0) == []  # nothing of B's thousand changes
     # Same length, no shared prefix beyond chance, whatever happened in between.
     for first, second in (quiet_pair, busy_pair):
-        assert first is not None and second is not None
+        assert first is not None
+        assert second is not None
         assert len(first) == len(second) == len(ready_a.id or "")
         assert first[:6] != second[:6]

@@ -128,7 +128,9 @@ def test_a_hidden_page_with_permission_shows_a_system_notification(
         timeout=30_000
     )
     notes = page.evaluate("window.__notifications")
-    assert notes == [{"title": "jobs", "body": f"sleep {hidden_end[-8:]} ended: done", "tag": hidden_end}]
+    assert notes == [
+        {"title": "jobs", "body": f"sleep {hidden_end[-8:]} ended: done", "tag": hidden_end}
+    ]
 
 
 def test_without_permission_the_page_offers_to_ask_for_it(
@@ -227,7 +229,8 @@ def test_keyboard_alone_filters_opens_details_and_gets_focus_back(
     for _ in range(10):
         panel.keyboard.press("Tab")
         assert dialog.evaluate(
-            "node => node.contains(document.activeElement) || document.activeElement === document.body"
+            "node => node.contains(document.activeElement)"
+            " || document.activeElement === document.body"
         ), panel.evaluate("document.activeElement.outerHTML")
     panel.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
@@ -259,9 +262,9 @@ def test_screen_readers_get_names_roles_and_live_regions(
     expect(bar).to_have_attribute("aria-valuetext", re.compile(r"^\d+(\.\d+)? / 60$"))
     expect(panel.get_by_role("button", name=f"Cancel sleep {short}")).to_be_visible()
     expect(panel.get_by_role("button", name=f"Details of sleep {short}")).to_be_visible()
-    expect(panel.get_by_role("link", name=re.compile(r"^1 running and 0 queued jobs"))).to_be_visible(
-        timeout=30_000
-    )
+    expect(
+        panel.get_by_role("link", name=re.compile(r"^1 running and 0 queued jobs"))
+    ).to_be_visible(timeout=30_000)
     # The accessibility tree of the header, as a screen reader reads it.
     expect(panel.locator("header")).to_match_aria_snapshot(
         """

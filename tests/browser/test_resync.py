@@ -28,9 +28,7 @@ BURST = 120
 @pytest.fixture(scope="module")
 def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     """The system of conftest, with a 5-event buffer per stream client."""
-    with running_system(
-        pg_url, tmp_path_factory, JOBS_EVENTS_CLIENT_BUFFER=str(BUFFER)
-    ) as built:
+    with running_system(pg_url, tmp_path_factory, JOBS_EVENTS_CLIENT_BUFFER=str(BUFFER)) as built:
         yield built
 
 
