@@ -252,6 +252,9 @@ def test_filters_badge_and_detail_view(panel: Page, system: System, org: str) ->
     expect(detail.locator("#detail-payload")).to_contain_text('"message": "no such site"')
     expect(detail.locator("#detail-error")).to_contain_text("DemoFailure: no such site")
     expect(detail.locator("#detail-error")).to_contain_text("Traceback")
+    # The report keeps its other keys; its traceback is read once, as text, under Error.
+    expect(detail.locator("#detail-report")).to_contain_text('"traceback": "(shown under Error)"')
+    expect(detail.locator("#detail-report")).not_to_contain_text("Traceback (most recent")
     expect(detail.locator("#detail-timeline li")).to_have_count(3)  # created, started, finished
     panel.keyboard.press("Escape")
     expect(detail).to_be_hidden()
