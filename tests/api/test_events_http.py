@@ -312,17 +312,20 @@ def test_the_api_stops_promptly_with_streams_open(world: World) -> None:
 def test_one_database_listener_per_api_process_whatever_the_number_of_clients(
     world: World, pg_engine: Any
 ) -> None:
+    from jobs_postgres.events import READER_NAME
     from sqlalchemy import text
 
     def listeners() -> int:
-        # Every LISTEN connection on this session's database (no worker runs here).
+        # Every connection reading the whole log on this session's database: the feed is polled
+        # (nothing LISTENs: decision 0013), through one named connection per API process.
         with pg_engine.connect() as conn:
             return int(
                 conn.execute(
                     text(
                         "SELECT count(*) FROM pg_stat_activity "
-                        "WHERE datname = current_database() AND query ILIKE 'LISTEN%'"
-                    )
+                        "WHERE datname = current_database() AND application_name = :name"
+                    ),
+                    {"name": READER_NAME},
                 ).scalar_one()
             )
 
