@@ -138,22 +138,42 @@ def job_of(row: dict[str, Any]) -> Job:
     )
 
 
+READER_NAME = "jobs-events-reader"
+"""The ``application_name`` of the feed's one reading connection (:class:`PostgresEventFeed`)."""
+
+
 class PostgresEventFeed:
-    """A ``jobs_core.events.EventFeed`` over ``job_events``."""
+    """A ``jobs_core.events.EventFeed`` over ``job_events``.
+
+    The reads of the whole log (``read`` without an org, ``head``, ``prune``: what the process's
+    one hub does, whatever the number of streams) go through a connection of their own, named
+    :data:`READER_NAME` in ``pg_stat_activity``: one per API process. The reads for one client
+    (its replay after ``Last-Event-ID``, the snapshot of its start) use ``engine``'s pool like
+    any request.
+    """
 
     def __init__(self, engine: Engine) -> None:
+        from jobs_postgres.database import create_engine
+
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self._reader = create_engine(
+            engine.url.render_as_string(hide_password=False),
+            session_settings={"application_name": READER_NAME},
+            pool_size=1,
+            max_overflow=0,
+        )
+        self._reading = self._reader.execution_options(isolation_level="AUTOCOMMIT")
         self._closed = threading.Event()
         self._key: bytes | None = None
 
     def read(self, after: Position, limit: int, org_id: str | None = None) -> EventBatch:
         """Up to ``limit`` final events after ``after``."""
         params: dict[str, Any] = {"xid": after.xid, "seq": after.seq, "limit": limit}
-        statement = READ_ALL
+        statement, engine = READ_ALL, self._reading
         if org_id is not None:
-            statement, params["org_id"] = READ_ORG, org_id
-        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            statement, params["org_id"], engine = READ_ORG, org_id, self._autocommit
+        with unavailable_as_store_error(), engine.connect() as conn:
             rows = conn.execute(statement, params).all()
         events: list[JobEvent] = []
         boundary = rows[0][5] if rows else 0
@@ -171,7 +191,7 @@ class PostgresEventFeed:
 
     def head(self) -> Position:
         """``(boundary, 0)``: every row written from now on comes after it."""
-        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+        with unavailable_as_store_error(), self._reading.connect() as conn:
             return Position(int(conn.execute(HEAD).scalar_one()), 0)
 
     def present(self) -> Present:
@@ -204,7 +224,7 @@ class PostgresEventFeed:
 
     def prune(self, before: datetime) -> int:
         """Delete the events written before ``before``; the horizon follows."""
-        with unavailable_as_store_error(), self._engine.begin() as conn:
+        with unavailable_as_store_error(), self._reader.begin() as conn:
             young = conn.execute(FIRST_YOUNG, {"before": before}).first()
             if young is None:
                 return int(conn.execute(FORGET_ALL_OLD, {"before": before}).scalar_one())
@@ -212,5 +232,6 @@ class PostgresEventFeed:
             return int(conn.execute(FORGET_BEFORE, bound).scalar_one())
 
     def close(self) -> None:
-        """Wake a :meth:`wait` in progress; the feed holds no connection between calls."""
+        """Wake a :meth:`wait` in progress; close the reading connection."""
         self._closed.set()
+        self._reader.dispose()
