@@ -257,6 +257,17 @@ def test_uuid7_is_version_7_and_time_ordered() -> None:
     millis = [i.int >> 80 for i in ids]
     assert millis == sorted(millis)
     assert len(set(ids)) == 1000
+    # Strictly increasing within the process, a batch's ids after every earlier one: jobs
+    # enqueued one after the other at the same instant are claimed in that order.
+    assert ids == sorted(ids)
+    from jobs_core.clock import ascending_uuid7s
+
+    batch = ascending_uuid7s(500)
+    assert batch == sorted(batch)
+    assert len(set(batch)) == 500
+    assert batch[0] > ids[-1]
+    assert all(i.version == 7 and i.variant == uuid.RFC_4122 for i in batch)
+    assert uuid7() > batch[-1]
 
 
 def test_new_jobs_are_the_new_job_of_each_spec() -> None:
@@ -283,7 +294,6 @@ def test_a_patch_is_the_outcome_as_columns_and_apply_writes_them() -> None:
         None,
         None,
     )
-    assert not done.clears_cancel_request
     ended = domain.apply(asked, done)
     assert ended.cancel_requested_at == asked.cancel_requested_at  # an end keeps the request
     assert ended.lease is None
@@ -295,7 +305,14 @@ def test_a_patch_is_the_outcome_as_columns_and_apply_writes_them() -> None:
         "k",
         None,
     )
-    assert domain.apply(asked, back).cancel_requested_at is None  # a re-queue clears it
+    requeued = domain.apply(asked, back)
+    # A re-queue keeps the request made during the attempt, and the job is then cancelled.
+    assert requeued.cancel_requested_at == asked.cancel_requested_at
+    assert domain.cancel_now(requeued)
+    assert not domain.cancel_now(ended)
+    assert not domain.cancel_now(
+        domain.apply(running, domain.patch(running.ref, Requeue(run_at=later), later))
+    )
     snoozed = domain.patch(asked.ref, Requeue(run_at=later, snooze=True), later)
     assert (snoozed.attempts, snoozed.snoozes) == (0, 1)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -130,12 +130,9 @@ def test_an_outcome_writes_exactly_its_patch(
     assert _read(store, held) == written
     assert written.lease is None
     assert written.progress == row.progress  # never part of a patch
-    if change.clears_cancel_request:
-        assert written.status is Status.QUEUED
-        assert written.cancel_requested_at is None
-    else:
+    assert written.cancel_requested_at == row.cancel_requested_at  # a request outlives it
+    if written.status is not Status.QUEUED:
         assert written.status.is_finished
-        assert written.cancel_requested_at == row.cancel_requested_at
         assert written.dedup_key is None
         assert written.finished_at == clock.now()
 
@@ -231,3 +228,30 @@ def test_unknown_job_patch_writes_nothing(store: JobStore, clock: FakeClock) -> 
     ghost = domain.new_job(domain.NewJob(ORG, "reconcile"), uuid.uuid4(), clock.now())
     running = domain.claim(ghost, uuid.uuid4(), clock.now())
     assert store.complete([domain.patch(running.ref, Done(), clock.now())]).finished == [None]
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        Requeue(run_at=datetime(2026, 12, 3, tzinfo=UTC), error="later"),
+        Requeue(run_at=datetime(2026, 12, 3, tzinfo=UTC), snooze=True),
+        Requeue(run_at=datetime(2026, 12, 3, tzinfo=UTC), refund_attempt=True),
+    ],
+    ids=["retry", "snooze", "hand-back"],
+)
+def test_a_request_made_during_an_attempt_that_requeues_cancels_the_job(
+    service: JobService, store: JobStore, clock: FakeClock, outcome: Requeue
+) -> None:
+    """A user cancels while the handler runs; before the worker sees it, the attempt ends in a
+    re-queue (a retry, a snooze, a hand-back). The request outlives the attempt: the job ends
+    cancelled, it is never run again (domain.cancel_now)."""
+    job = service.enqueue(ORG, "reconcile").job
+    running = claim_one(service)
+    clock.advance(1)
+    service.cancel(ORG, job.id)  # running: only a request
+    clock.advance(1)
+    [ended] = service.complete_many([(running.ref, outcome)])
+    assert ended is not None
+    assert ended.status is Status.CANCELLED
+    assert _read(store, job).status is Status.CANCELLED
+    assert service.claim(1) == []

@@ -349,8 +349,9 @@ class Patch:
     a store assigns each column as given to the row held by ``ref`` (its id, its lease, still
     ``running``) and clears the lease. Under a held lease the row changes only in its progress,
     its heartbeat and its cancellation request, so every other column the held job shows is
-    the row's. The cancellation request is the one column the patch does not carry:
-    ``clears_cancel_request`` says whether it is cleared (a re-queue) or kept (an end).
+    the row's. The cancellation request is the one column a patch never writes: a request
+    made during the attempt outlives it, so a job it re-queues is then cancelled
+    (:func:`cancel_now`), never run again as if nobody had asked.
 
     ``seen_at``: the sweep's fence. Set, the patch applies only if the row's ``heartbeat_at`` is
     still that instant: an attempt that showed life since the sweep read it is left alone.
@@ -369,7 +370,6 @@ class Patch:
     report: Mapping[str, Any] | None
     finished_at: datetime | None
     dedup_key: str | None
-    clears_cancel_request: bool
     seen_at: datetime | None = None
     hook_due_at: datetime | None = None
 
@@ -397,7 +397,6 @@ def patch(
             report=outcome.report if outcome.report is not None else job.report,
             finished_at=job.finished_at,
             dedup_key=job.dedup_key,
-            clears_cancel_request=True,
             seen_at=seen_at,
         )
     if isinstance(outcome, Done):
@@ -416,10 +415,17 @@ def patch(
         report=outcome.report,
         finished_at=now,
         dedup_key=None,
-        clears_cancel_request=False,
         seen_at=seen_at,
         hook_due_at=end_hook_due(status, now, by_worker=True),
     )
+
+
+def cancel_now(job: Job | None) -> bool:
+    """Whether ``job``, as a write just left it, must be cancelled at once: re-queued (a
+    retry, a snooze, a hand-back) while a request to cancel it, made during its attempt, was
+    pending. The request outlives the attempt (a :class:`Patch` never clears it); cancelling
+    the queued job then is :func:`cancel` of a queued job (docs/contract.md §6)."""
+    return job is not None and job.status is Status.QUEUED and job.cancel_requested_at is not None
 
 
 def end_hook_due(status: Status, now: datetime, *, by_worker: bool) -> datetime | None:
@@ -449,7 +455,6 @@ def apply(job: Job, change: Patch) -> Job:
         report=change.report,
         finished_at=change.finished_at,
         dedup_key=change.dedup_key,
-        cancel_requested_at=None if change.clears_cancel_request else job.cancel_requested_at,
         lease=None,
     )
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import codec, domain, flow
-from jobs_core.clock import uuid7
+from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
@@ -73,10 +73,13 @@ class InMemoryJobStore:
 
     def insert(self, new: NewJob, now: datetime) -> Job | None:
         """Insert a queued job; None if its dedup key is held."""
+        return self._insert(new, now, None)
+
+    def _insert(self, new: NewJob, now: datetime, job_id: uuid.UUID | None) -> Job | None:
         with self._lock:
             if new.dedup_key is not None and self._key_holder(new.org_id, new.dedup_key):
                 return None
-            job = domain.new_job(_copied(new), self._new_id(), now)
+            job = domain.new_job(_copied(new), job_id or self._new_id(), now)
             self._jobs[job.id] = job
             self._work_available()
             return job
@@ -84,8 +87,17 @@ class InMemoryJobStore:
     def insert_many(self, new: Sequence[NewJob], now: datetime) -> list[Job]:
         """Insert many jobs; those whose key is held are skipped."""
         checked = [_copied(spec) for spec in new]  # one refused payload refuses the batch
+        # Ascending ids, as on PostgreSQL: the batch runs in input order (docs/contract.md §3).
+        if self._new_id is uuid7:
+            ids = ascending_uuid7s(len(checked))
+        else:
+            ids = [self._new_id() for _ in checked]
         with self._lock:
-            return [job for spec in checked if (job := self.insert(spec, now)) is not None]
+            return [
+                job
+                for spec, job_id in zip(checked, ids, strict=True)
+                if (job := self._insert(spec, now, job_id)) is not None
+            ]
 
     def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
         """The org's job holding ``dedup_key``."""

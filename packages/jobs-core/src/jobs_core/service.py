@@ -237,6 +237,15 @@ class JobService:
         finished, _ = self._complete(outcomes, 0)
         return finished
 
+    def _cancel_requeued(self, job: Job | None) -> Job | None:
+        """``job`` as the write left it, or cancelled now if :func:`domain.cancel_now` says so
+        (a request made during its attempt; a crash in between leaves the request on the queued
+        job, and the next attempt is stopped by it as any running job is)."""
+        if not domain.cancel_now(job):
+            return job
+        assert job is not None
+        return self.store.cancel(job.org_id, job.id, self.clock.now()) or job
+
     def _ended(self, jobs: Iterable[Job | None]) -> None:
         """Run the end hooks of the jobs that just ended failed or cancelled, then clear their
         durable markers (one round trip for the batch); a hook that could not run stays due
@@ -291,6 +300,7 @@ class JobService:
         finished, claimed = self.store.complete(patches, claim_next=claim_next)
         if claim_next is not None and claim_next.turn is not None:
             self._turn = flow.next_turn(claim_next.turn, claimed)
+        finished = [self._cancel_requeued(job) for job in finished]
         self._ended(finished)
         return finished, claimed
 

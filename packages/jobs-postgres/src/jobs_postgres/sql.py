@@ -330,16 +330,16 @@ _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
         run_at timestamptz, error text, report jsonb, finished_at timestamptz, dedup_key text,
-        clears_cancel_request boolean, seen_at timestamptz, hook_due_at timestamptz
+        seen_at timestamptz, hook_due_at timestamptz
     )
 )"""
 
 # The ``finished`` CTE: each row of ``outcome`` assigned as given (domain.apply), fenced on the
 # attempt (lease, still running) and, for a sweep's patch, on the heartbeat it read
-# (domain.applies). Nothing is decided here: the one column a patch does not carry is the
-# cancellation request, which a request may have set since the claim; the patch names whether
-# it is cleared (a re-queue) or kept (an end). ``hook_due_at`` is the patch's too (decision
-# 0025): set by the end failed or cancelled that makes the hook due, in this same statement.
+# (domain.applies). Nothing is decided here; the cancellation request is never written (a
+# request made during the attempt outlives it: domain.cancel_now). ``hook_due_at`` is the
+# patch's too (decision 0025): set by the end failed or cancelled that makes the hook due, in
+# this same statement.
 _FINISHED = f"""finished AS (
     UPDATE jobs AS j
     SET status = o.status,
@@ -350,8 +350,6 @@ _FINISHED = f"""finished AS (
         report = o.report,
         finished_at = o.finished_at,
         dedup_key = o.dedup_key,
-        cancel_requested_at = CASE WHEN o.clears_cancel_request THEN NULL
-                                   ELSE j.cancel_requested_at END,
         hook_due_at = o.hook_due_at,
         lease = NULL
     FROM outcome AS o

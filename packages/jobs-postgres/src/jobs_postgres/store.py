@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 import secrets
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -24,6 +22,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from jobs_core import codec, domain, uuid7
+from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, DedupScope, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
@@ -736,23 +735,6 @@ class PostgresJobStore:
         return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
 
 
-def ascending_uuid7s(count: int) -> list[uuid.UUID]:
-    """``count`` RFC 9562 version-7 UUIDs of this millisecond, in ascending order.
-
-    The layout of :func:`jobs_core.uuid7` (48-bit Unix ms, version, 74 random bits with the
-    variant), made in bulk: one read of the random source, sorted as integers.
-    """
-    ms = time.time_ns() // 1_000_000 & 0xFFFF_FFFF_FFFF
-    pool = os.urandom(10 * count)
-    randoms = sorted(
-        int.from_bytes(pool[i : i + 10], "big") & ((1 << 74) - 1) for i in range(0, 10 * count, 10)
-    )
-    head = (ms << 80) | (0x7 << 76)
-    return [
-        uuid.UUID(int=head | (r >> 62) << 64 | (0x2 << 62) | (r & ((1 << 62) - 1))) for r in randoms
-    ]
-
-
 # -- rows -------------------------------------------------------------------------------------
 
 
@@ -844,7 +826,6 @@ def _patches_json(patches: Sequence[Patch]) -> str:
                 "report": change.report,
                 "finished_at": _instant(change.finished_at),
                 "dedup_key": change.dedup_key,
-                "clears_cancel_request": change.clears_cancel_request,
                 "seen_at": _instant(change.seen_at),
                 "hook_due_at": _instant(change.hook_due_at),
             }
