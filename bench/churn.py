@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from jobs_core import JobContext, JobType, Registry, SystemClock
+from jobs_core import JobContext, JobType, Registry, SystemClock, domain
 from jobs_core.domain import Done
+from jobs_core.ports import ClaimNext
 from jobs_core.retention import RetentionPolicy, RetentionSettings, purge
 from jobs_postgres import migrations
 from jobs_postgres.database import create_engine, drop_database, ensure_database, with_database
@@ -59,7 +60,7 @@ def _registry(keep: int) -> Registry:
 
 def drain(store: PostgresJobStore, count: int, batch: int) -> dict[str, float]:
     """Enqueue ``count`` jobs, then claim and finish them ``batch`` at a time, timing each
-    claim round trip (the worker's finish_and_claim statement)."""
+    claim round trip (the worker's outcomes-and-claim statement)."""
     clock = SystemClock()
     registry = _registry(0)
     for start in range(0, count, 5_000):
@@ -74,7 +75,9 @@ def drain(store: PostgresJobStore, count: int, batch: int) -> dict[str, float]:
     while held:
         outcomes = [(job.ref, Done({})) for job in held]
         t0 = time.perf_counter()
-        _, held = store.finish_and_claim(outcomes, batch, clock.now(), [TYPE])
+        now = clock.now()
+        patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
+        _, held = store.complete(patches, claim_next=ClaimNext(batch, now, [TYPE]))
         latencies.append((time.perf_counter() - t0) * 1000)
         done += len(outcomes)
     elapsed = time.perf_counter() - began

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from jobs_core import Done, JobContext, JobType, Registry, SystemClock
+from jobs_core import Done, JobContext, JobType, Registry, SystemClock, domain
 
 from bench import wiring
 from bench.common import recreate_database, scalar
@@ -206,7 +206,7 @@ def _claim_latency(
         got = store.claim(1, SystemClock().now(), types, limits=limits)
         timings.append((time.perf_counter() - began) * 1000)
         for job in got:
-            store.finish(job.ref, Done(), SystemClock().now())
+            store.complete([domain.patch(job.ref, Done(), SystemClock().now())])
     timings.sort()
     return {
         "p50_ms": round(statistics.median(timings), 2),
@@ -323,7 +323,7 @@ def _claims_until(service: Any, target: Any, batch: int) -> int:
         claims += 1
         got = service.claim(batch)
         for job in got:
-            service.store.finish(job.ref, Done(), SystemClock().now())
+            service.store.complete([domain.patch(job.ref, Done(), SystemClock().now())])
         if not got or any(job.id == target for job in got):
             return claims
 
@@ -368,7 +368,7 @@ def fair(args: argparse.Namespace) -> None:
             got = (plain if side == "plain" else fair_service).claim(1)
             timings[side].append((time.perf_counter() - began) * 1000)
             for job in got:
-                plain.store.finish(job.ref, Done(), SystemClock().now())
+                plain.store.complete([domain.patch(job.ref, Done(), SystemClock().now())])
         for side, values in timings.items():
             values.sort()
             result[f"claim_latency_{side}"] = {

@@ -14,10 +14,10 @@ import pytest
 from dependency_injector import providers
 from fastapi import FastAPI
 from jobs_api.app import create_app
-from jobs_api.auth import issue_token
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
+from jobs_core.tokens import issue_token
 
 from tests.api.helpers import make_registry
 

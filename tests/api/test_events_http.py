@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from jobs_api.auth import issue_token, revoke_token
 from jobs_core import Done, JobService, SystemClock
+from jobs_core.tokens import issue_token, revoke_token
 
 from tests.api.helpers import make_registry
 from tests.api.server import ApiProcess
@@ -306,3 +307,90 @@ def test_the_api_stops_promptly_with_streams_open(world: World) -> None:
     deadline = time.monotonic() + 30
     while stream.next(timeout=30) is not None:
         assert time.monotonic() < deadline, "the stream outlived the API"
+
+
+def test_one_database_listener_per_api_process_whatever_the_number_of_clients(
+    world: World, pg_engine: Any
+) -> None:
+    from jobs_postgres.events import READER_NAME
+    from sqlalchemy import text
+
+    def listeners() -> int:
+        # Every connection reading the whole log on this session's database: the feed is polled
+        # (nothing LISTENs: decision 0013), through one named connection per API process.
+        with pg_engine.connect() as conn:
+            return int(
+                conn.execute(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND application_name = :name"
+                    ),
+                    {"name": READER_NAME},
+                ).scalar_one()
+            )
+
+    def wait_listeners(expected: int) -> None:
+        deadline = time.monotonic() + 30
+        while listeners() != expected:
+            assert time.monotonic() < deadline, f"{listeners()} listeners, not {expected}"
+            time.sleep(0.2)
+
+    # Short keep-alives only so that the streams close fast at the end (a reader thread notices
+    # it is closed when a line arrives).
+    api = world.start(JOBS_EVENTS_KEEPALIVE_S="0.5")
+    first = world.stream(api, world.token_a)
+    first.until("ready")
+    wait_listeners(1)
+    # Twenty more clients, of both orgs and with every kind of filter: still one listener.
+    for n in range(20):
+        params = [{}, {"type": "noop"}, {"status": "active"}, {"job_id": str(uuid.uuid4())}][n % 4]
+        token = world.token_a if n % 2 else world.token_b
+        world.stream(api, token, params=params).until("ready")
+    with world.http(api, world.token_a) as http:
+        job_id = http.post("/jobs", json={"type": "noop"}).json()["id"]
+    assert first.jobs(1)[0].json["job"]["id"] == job_id  # the one listener serves them all
+    wait_listeners(1)
+    # A second API process has its own, and only one too.
+    other = world.start(JOBS_EVENTS_KEEPALIVE_S="0.5")
+    world.stream(other, world.token_a).until("ready")
+    wait_listeners(2)
+
+
+def test_keep_alive_comments_by_default_at_most_every_15_seconds(world: World) -> None:
+    api = world.start()  # JOBS_EVENTS_KEEPALIVE_S left at its default
+    stream = world.stream(api, world.token_a)
+    ready = stream.until("ready")
+    comment = stream.until("comment", timeout=30)
+    assert comment.data == "keep-alive"
+    assert comment.received_at - ready.received_at <= 15.5
+    second = stream.until("comment", timeout=30)
+    assert second.received_at - comment.received_at <= 15.5
+    # A longer interval cannot be configured: the API refuses to start with one.
+    with pytest.raises(AssertionError, match="events_keepalive_s"):
+        world.start(JOBS_EVENTS_KEEPALIVE_S="20")
+
+
+def test_ids_tell_nothing_of_other_orgs_changes(world: World) -> None:
+    """Org isolation "not even as a gap in ids": two ids of org A read the same whether org B
+    changed nothing or a thousand jobs in between; and one position read twice gives two
+    unrelated ids, so no id can be compared with another."""
+    api = world.start()
+    a = world.stream(api, world.token_a)
+    again = world.stream(api, world.token_a)
+    ready_a, ready_again = a.until("ready"), again.until("ready")
+    assert ready_a.id != ready_again.id
+    with world.http(api, world.token_a) as http:
+        http.post("/jobs", json={"type": "noop"})
+        http.post("/jobs", json={"type": "noop"})
+        quiet_pair = [e.id for e in a.jobs(2)]
+        http.post("/jobs", json={"type": "noop"})
+        world.service.enqueue_many(ORG_B, "noop", [{}] * 1000)
+        http.post("/jobs", json={"type": "noop"})
+        busy_pair = [e.id for e in a.jobs(2)]
+    assert a.quiet(1.0) == []  # nothing of B's thousand changes
+    # Same length, no shared prefix beyond chance, whatever happened in between.
+    for first, second in (quiet_pair, busy_pair):
+        assert first is not None
+        assert second is not None
+        assert len(first) == len(second) == len(ready_a.id or "")
+        assert first[:6] != second[:6]

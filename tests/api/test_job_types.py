@@ -25,14 +25,16 @@ async def test_lists_public_types_only_sorted_with_their_declarations(
     assert by_name["noop"]["dedup_scope"] == "queue"
     assert all(t["max_attempts"] == 3 and t["public"] is True for t in items)
     assert all(t["applies_to"] == [] and t["description"] == "" for t in items)
+    # What a UI needs to leave out Delete: only "history" keeps its jobs for good.
+    assert {t["name"] for t in items if t["protected"]} == {"history"}
 
 
 async def test_applies_to_and_description_are_shown() -> None:
     from jobs_api.app import create_app
-    from jobs_api.auth import issue_token
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
     from jobs_core import JobType, Registry, SystemClock
+    from jobs_core.tokens import issue_token
 
     registry = Registry("menus")
     registry.register(
@@ -60,6 +62,7 @@ async def test_applies_to_and_description_are_shown() -> None:
             "dedup_scope": "queue",
             "max_attempts": 5,
             "public": True,
+            "protected": False,
             "applies_to": ["site", "page"],
         }
     ]

@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 from fastapi import FastAPI
-from jobs_api.auth import revoke_token
 from jobs_api.containers import Container
 from jobs_core import FakeClock
+from jobs_core.tokens import revoke_token
 
 from tests.api.conftest import ORG_A
 

@@ -1,15 +1,21 @@
-"""Tokens: random, recognisable, stored only as a hash, revocable — on each token store."""
+"""Tokens: random, recognisable, stored only as a hash, revocable — on each token store; the
+credential component (``jobs_core.tokens``) used by the API and the CLI without an import cycle."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import hashlib
 import re
 from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import pytest
-from jobs_api.auth import (
+from jobs_api.containers import Container
+from jobs_api.settings import ApiSettings
+from jobs_core import FakeClock
+from jobs_core.tokens import (
     TOKEN_PREFIX,
     InMemoryTokenStore,
     TokenCache,
@@ -20,9 +26,6 @@ from jobs_api.auth import (
     new_token,
     revoke_token,
 )
-from jobs_api.containers import Container
-from jobs_api.settings import ApiSettings
-from jobs_core import FakeClock
 
 from tests.api.conftest import bearer
 
@@ -199,3 +202,61 @@ def test_the_cache_holds_at_most_max_entries_and_still_answers_right(clock: Fake
     assert len(cache) == 1, "expired entries are dropped when a new one is made"
     with pytest.raises(ValueError, match="ttl_s"):
         TokenCache(tokens, clock, ttl_s=-1)
+
+
+def _imported_modules(path: Path, prefix: str) -> set[str]:
+    """Every ``prefix*`` module a source file imports, at any depth (``TYPE_CHECKING`` blocks and
+    imports inside functions included: each still ties the two modules together)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(prefix):
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith(prefix)}
+    return found
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = list(graph.get(start, ()))
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph.get(module, ())
+    return seen
+
+
+def test_the_credential_modules_of_the_api_sit_in_no_import_cycle(tmp_path: Path) -> None:
+    import jobs_api
+
+    package = Path(jobs_api.__file__).parent
+    graph = {
+        f"jobs_api.{path.stem}": _imported_modules(path, "jobs_api.")
+        for path in package.glob("*.py")
+    }
+    for module in ("jobs_api.auth", "jobs_api.sessions"):
+        assert module not in _reachable(graph, module), f"{module} is in an import cycle"
+        assert "jobs_api.containers" not in _reachable(graph, module)
+    assert graph["jobs_api.containers"].isdisjoint({"jobs_api.auth", "jobs_api.sessions"})
+    # the check sees a cycle closed by a TYPE_CHECKING import, as auth/containers was
+    (tmp_path / "a.py").write_text("from typing import TYPE_CHECKING\nimport jobs_api.b\n")
+    (tmp_path / "b.py").write_text("if TYPE_CHECKING:\n    from jobs_api.a import A\n")
+    made_up = {f"jobs_api.{p.stem}": _imported_modules(p, "jobs_api.") for p in tmp_path.iterdir()}
+    assert "jobs_api.a" in _reachable(made_up, "jobs_api.a")
+
+
+def test_the_cli_issues_tokens_through_the_core_component_not_the_api() -> None:
+    import jobs_cli
+
+    sources = sorted(Path(jobs_cli.__file__).parent.rglob("*.py"))
+    uses = {
+        module: [path.name for path in sources if module in _imported_modules(path, module)]
+        for module in ("jobs_core.tokens", "jobs_api.auth", "jobs_api.sessions")
+    }
+    assert uses == {
+        "jobs_core.tokens": ["admin.py"],
+        "jobs_api.auth": [],
+        "jobs_api.sessions": [],
+    }

@@ -12,6 +12,7 @@ One system per module: a fresh database migrated by ``jobs migrate``, ``jobs api
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -50,9 +51,12 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"browser: {chromium_path()}" if reason is None else f"browser tests skipped: {reason}"
 
 
-@pytest.fixture(scope="module")
-def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    """A migrated database of its own, with the API and a worker running on it."""
+@contextlib.contextmanager
+def running_system(
+    pg_url: str, tmp_path_factory: pytest.TempPathFactory, **extra_env: str
+) -> Iterator[System]:
+    """A migrated database of its own, with the API and a worker running on it (``extra_env``
+    tunes them: a test module that needs another setting builds its own system)."""
     from jobs_postgres.database import drop_database, ensure_database, with_database
 
     admin = with_database(pg_url, "postgres")
@@ -68,6 +72,7 @@ def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sy
         JOBS_POLL_INTERVAL_S="0.2",
         JOBS_SHUTDOWN_GRACE_S="2",
         JOBS_API_TOKEN_CACHE_S="0",
+        **extra_env,
     )
     built = System(
         url=env["JOBS_DATABASE_URL"], base=f"http://127.0.0.1:{port}", port=port, env=env
@@ -81,6 +86,13 @@ def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sy
         stop(built.worker)
         stop(built.api)
         drop_database(admin, name)
+
+
+@pytest.fixture(scope="module")
+def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    """A migrated database of its own, with the API and a worker running on it."""
+    with running_system(pg_url, tmp_path_factory) as built:
+        yield built
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Request, expect
 
 from tests.browser.helpers import System, sign_in
 
@@ -252,6 +252,9 @@ def test_filters_badge_and_detail_view(panel: Page, system: System, org: str) ->
     expect(detail.locator("#detail-payload")).to_contain_text('"message": "no such site"')
     expect(detail.locator("#detail-error")).to_contain_text("DemoFailure: no such site")
     expect(detail.locator("#detail-error")).to_contain_text("Traceback")
+    # The report keeps its other keys; its traceback is read once, as text, under Error.
+    expect(detail.locator("#detail-report")).to_contain_text('"traceback": "(shown under Error)"')
+    expect(detail.locator("#detail-report")).not_to_contain_text("Traceback (most recent")
     expect(detail.locator("#detail-timeline li")).to_have_count(3)  # created, started, finished
     panel.keyboard.press("Escape")
     expect(detail).to_be_hidden()
@@ -276,6 +279,18 @@ def test_the_panel_reconnects_and_resumes_after_the_api_restarts(
     before = system.enqueue(org, "noop")
     expect(row(panel, before).locator(".badge")).to_have_text("done", timeout=60_000)
 
+    # What the page asks after the restart: the stream again, with the id of the last event it
+    # read, and no re-read of the list (it resumes; a resync would read the list).
+    streams: list[dict[str, str]] = []
+    list_reads: list[str] = []
+
+    def record(request: Request) -> None:
+        if "/jobs/events" in request.url:
+            streams.append(request.headers)
+        elif re.search(r"/jobs(\?|$)", request.url):
+            list_reads.append(request.url)
+
+    panel.on("request", record)
     system.stop_api()
     expect(panel.locator("#live")).to_have_attribute("data-state", "reconnecting")
     # Changes committed while the API is down: the worker runs a job enqueued by the CLI.
@@ -287,6 +302,12 @@ def test_the_panel_reconnects_and_resumes_after_the_api_restarts(
 
     expect(panel.locator("#live")).to_have_attribute("data-state", "live", timeout=60_000)
     expect(row(panel, missed).locator(".badge")).to_have_text("done", timeout=30_000)
+    assert streams, "the page did not reconnect"
+    assert all(headers.get("last-event-id") for headers in streams), streams
+    assert list_reads == [], f"the page read the list again instead of resuming: {list_reads}"
+    # ... and the stream is live after it: a change made now arrives too.
+    after = system.enqueue(org, "noop")
+    expect(row(panel, after).locator(".badge")).to_have_text("done", timeout=60_000)
     assert_not_reloaded(panel)
 
 
@@ -322,10 +343,38 @@ def test_ten_thousand_jobs_are_read_a_page_at_a_time(
     expect(page.locator("#rows tr")).to_have_count(50)
     expect(page.locator("[data-filter=''] .count")).to_have_text("10,000")
     loaded_in = time.monotonic() - began
-    # Scrolling to the end of the table reads the next page (keyset cursor), not all 10,000.
-    page.locator("#more").scroll_into_view_if_needed()
-    expect(page.locator("#rows tr")).to_have_count(100)
+    # Scrolling to the end of the table reads the next page (keyset cursor), not all 10,000:
+    # page after page, the rows are the API's pages in its order, none twice, none skipped.
+    pages_read: list[str] = []
+    page.on(
+        "request",
+        lambda request: pages_read.append(request.url) if "cursor=" in request.url else None,
+    )
+    for shown in (100, 150, 200, 250):
+        page.locator("#more").scroll_into_view_if_needed()
+        expect(page.locator("#rows tr")).to_have_count(shown)
+    assert len(pages_read) == 4, pages_read
+    rows = page.locator("#rows tr").evaluate_all("rows => rows.map((r) => r.dataset.id)")
+    expected: list[str] = []
+    cursor = ""
+    while len(expected) < 250:
+        answer = system.call("GET", f"/jobs?limit=50{cursor}", org)
+        expected += [job["id"] for job in answer["items"]]
+        cursor = f"&cursor={answer['next_cursor']}"
+    assert rows == expected
+    # The window stays bounded: with 250 rows loaded, a new job is counted, not inserted, and
+    # "show" reads the first page again with it on top.
+    newer = system.enqueue(org, "noop", {"site_id": "new.example"})
+    shown_newer = page.get_by_role("button", name="1 new job: show")
+    expect(shown_newer).to_be_visible(timeout=30_000)
+    expect(page.locator("#rows tr")).to_have_count(250)
+    expect(page.locator(f"tr[data-id='{newer}']")).to_have_count(0)
+    shown_newer.click()
+    expect(page.locator("#rows tr")).to_have_count(50)
+    expect(page.locator("#rows tr").first).to_have_attribute("data-id", newer)
+    expect(shown_newer).to_be_hidden()
     print(f"panel with 10,000 jobs: signed in and first page shown in {loaded_in:.2f} s")
+    assert loaded_in < 20, f"the first page of 10,000 jobs took {loaded_in:.1f} s"
 
 
 def test_revoking_the_token_sends_the_panel_to_the_sign_in_page(

@@ -1,28 +1,60 @@
-"""The contract suite runs every test of this folder against every store adapter.
+"""This repository's two adapters under the contract suite (the ``jobs-contract`` package,
+docs/adapters.md): the fixtures the suite asks an adapter for, for each adapter in turn.
 
-The ``store`` fixture is the only thing an adapter provides: ``memory`` builds an
-``InMemoryJobStore``; ``postgres`` asks for the ``pg_store`` fixture of the root conftest (a fresh,
-empty ``PostgresJobStore`` on a real server).
+``memory`` builds an ``InMemoryJobStore``; ``postgres`` uses the ``pg_store`` of the root
+conftest (a ``PostgresJobStore`` on a real server, its tables emptied for the test). The test
+modules of this folder import the suite's parts, one part each (``test_suite_*.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
-from jobs_core import FakeClock, InMemoryJobStore, JobStore
+from jobs_core import InMemoryJobStore, JobStore
+from jobs_core.events import EventFeed
 
 ADAPTERS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(params=ADAPTERS)
-def store(request: pytest.FixtureRequest) -> JobStore:
-    """A fresh, empty store of each adapter."""
+def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]:
+    """A store with no jobs per call, of each adapter: a new ``InMemoryJobStore``, or the
+    test's ``PostgresJobStore`` with its ``jobs`` emptied again (the root conftest empties the
+    tables before the test, so the first call has nothing to do)."""
     if request.param == "memory":
-        return InMemoryJobStore()
-    pg_store: JobStore = request.getfixturevalue("pg_store")
-    return pg_store
+        return InMemoryJobStore
+    from sqlalchemy import Engine, text
+
+    store: JobStore = request.getfixturevalue("pg_store")
+    engine: Engine = request.getfixturevalue("pg_engine")
+    calls = 0
+
+    def empty() -> JobStore:
+        nonlocal calls
+        calls += 1
+        if calls > 1:
+            with engine.begin() as connection:
+                connection.execute(text("TRUNCATE jobs"))
+        return store
+
+    return empty
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    """Time that moves only when a test says so."""
-    return FakeClock()
+def jobs_event_feed(store: JobStore, request: pytest.FixtureRequest) -> Iterator[EventFeed]:
+    """The event feed of the store under test."""
+    if isinstance(store, InMemoryJobStore):
+        yield store.events
+        return
+    from jobs_postgres.events import PostgresEventFeed
+
+    built = PostgresEventFeed(request.getfixturevalue("pg_engine"))
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def jobs_state_machine_examples(jobs_store_factory: Callable[[], JobStore]) -> int:
+    """More random programs in memory, where one costs little."""
+    return 60 if jobs_store_factory is InMemoryJobStore else 25

@@ -109,6 +109,38 @@ def test_sweep_outcome_requeues_below_the_cap_and_fails_at_it() -> None:
     assert outcome.error == MAX_ATTEMPTS_EXCEEDED
 
 
+def test_a_shutdown_hands_a_running_job_back_unless_its_cancellation_was_requested() -> None:
+    job = domain.claim(queued(max_attempts=1), uuid.uuid4(), NOW)
+    outcome = domain.hand_back_outcome(job, NOW, cancel_requested=False)
+    assert outcome == Requeue(run_at=NOW, refund_attempt=True)
+    back = domain.finish(job, outcome, NOW)
+    assert back.status is Status.QUEUED
+    assert back.attempts == 0  # the attempt is refunded: a deploy spends no max_attempts
+    cancelled = domain.hand_back_outcome(job, NOW, cancel_requested=True)
+    assert cancelled == domain.Cancelled(report={"reason": domain.HANDED_BACK_CANCELLED})
+    assert domain.finish(job, cancelled, NOW).status is Status.CANCELLED
+
+
+def test_an_outage_is_recognised_by_the_store_error_or_its_explicit_cause() -> None:
+    from jobs_core import StoreRefused, StoreUnavailable
+    from jobs_core.errors import is_outage
+
+    assert is_outage(StoreUnavailable())
+    assert is_outage(TimeoutError())
+    wrapped = RuntimeError("wrapped")
+    wrapped.__cause__ = StoreUnavailable()
+    assert is_outage(wrapped)
+    refused = StoreRefused("too long")
+    refused.__cause__ = StoreUnavailable()
+    assert not is_outage(refused)  # a refusal is never retried, whatever caused it
+    during = ValueError("a bug while handling an outage")
+    during.__context__ = StoreUnavailable()
+    assert not is_outage(during)
+    loop = RuntimeError("loop")
+    loop.__cause__ = loop
+    assert not is_outage(loop)
+
+
 def test_staleness_uses_the_later_of_heartbeat_and_start() -> None:
     running = domain.claim(queued(), uuid.uuid4(), NOW)
     assert domain.is_stale(running, NOW + timedelta(seconds=1))
@@ -116,9 +148,7 @@ def test_staleness_uses_the_later_of_heartbeat_and_start() -> None:
     with_old_checkpoint = domain.claim(queued(), uuid.uuid4(), NOW)
     with_old_checkpoint = dataclasses.replace(with_old_checkpoint, progress=old_beat)
     assert not domain.is_stale(with_old_checkpoint, NOW - timedelta(seconds=1))
-    fresh = dataclasses.replace(
-        running, progress=domain.heartbeat_progress(None, NOW + timedelta(minutes=5))
-    )
+    fresh = domain.heartbeat(running, NOW + timedelta(minutes=5))
     assert not domain.is_stale(fresh, NOW + timedelta(minutes=1))
     assert not domain.is_stale(queued(), NOW + timedelta(days=1))
 
@@ -240,3 +270,60 @@ def test_new_jobs_are_the_new_job_of_each_spec() -> None:
     assert jobs[0].payload is not specs[0].payload  # the job's own copy
     with pytest.raises(ValueError, match="shorter"):
         domain.new_jobs(specs, ids[:1], NOW)
+
+
+def test_a_patch_is_the_outcome_as_columns_and_apply_writes_them() -> None:
+    running = domain.claim(queued(dedup_scope=DedupScope.ACTIVE), uuid.uuid4(), NOW)
+    asked = domain.request_cancel(running, NOW + timedelta(seconds=1))
+    later = NOW + timedelta(minutes=1)
+    done = domain.patch(asked.ref, Done({"n": 1}), later)
+    assert (done.status, done.finished_at, done.dedup_key, done.error) == (
+        Status.DONE,
+        later,
+        None,
+        None,
+    )
+    assert not done.clears_cancel_request
+    ended = domain.apply(asked, done)
+    assert ended.cancel_requested_at == asked.cancel_requested_at  # an end keeps the request
+    assert ended.lease is None
+    assert ended == domain.finish(asked, Done({"n": 1}), later)
+    back = domain.patch(asked.ref, Requeue(run_at=later, refund_attempt=True), later)
+    assert (back.status, back.attempts, back.dedup_key, back.finished_at) == (
+        Status.QUEUED,
+        0,
+        "k",
+        None,
+    )
+    assert domain.apply(asked, back).cancel_requested_at is None  # a re-queue clears it
+    snoozed = domain.patch(asked.ref, Requeue(run_at=later, snooze=True), later)
+    assert (snoozed.attempts, snoozed.snoozes) == (0, 1)
+
+
+def test_applies_is_the_lease_fence_and_the_sweeps_heartbeat_fence() -> None:
+    running = domain.claim(queued(), uuid.uuid4(), NOW)
+    change = domain.sweep_patch(running, NOW + timedelta(hours=1))
+    assert change.seen_at == NOW
+    assert domain.applies(running, change)
+    assert not domain.applies(domain.heartbeat(running, NOW + timedelta(seconds=1)), change)
+    assert not domain.applies(domain.claim(queued(), uuid.uuid4(), NOW), change)  # another lease
+    assert not domain.applies(None, change)
+
+
+def test_cancel_is_now_for_a_queued_job_and_a_request_for_a_running_one() -> None:
+    assert domain.cancel(queued(), NOW).status is Status.CANCELLED
+    running = domain.claim(queued(), uuid.uuid4(), NOW)
+    asked = domain.cancel(running, NOW)
+    assert (asked.status, asked.cancel_requested_at) == (Status.RUNNING, NOW)
+    assert domain.cancel(asked, NOW + timedelta(seconds=1)) is asked
+    with pytest.raises(InvalidTransition):
+        domain.cancel(domain.finish(running, Done(), NOW), NOW)
+
+
+def test_a_hand_back_requeues_refunded_unless_cancellation_was_asked() -> None:
+    running = domain.claim(queued(), uuid.uuid4(), NOW)
+    back = domain.hand_back_outcome(running, NOW, cancel_requested=False)
+    assert back == Requeue(run_at=NOW, refund_attempt=True)
+    assert isinstance(domain.hand_back_outcome(running, NOW, cancel_requested=True), Cancelled)
+    asked = domain.request_cancel(running, NOW)
+    assert isinstance(domain.hand_back_outcome(asked, NOW, cancel_requested=False), Cancelled)

@@ -27,7 +27,14 @@ from jobs_core import (
     domain,
     uuid7,
 )
-from jobs_core.runner import call_on_fail, execute, short_error
+from jobs_core.runner import (
+    call_on_fail,
+    execute,
+    fenced_outcome,
+    run_attempt,
+    short_error,
+    unrecordable_outcome,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -260,3 +267,56 @@ def test_a_sync_handler_that_ignores_its_timeout_is_reported_as_overrunning() ->
     quick = JobType("t", lambda ctx: {"ok": 1}, timeout_s=5)
     assert execute(quick, context(), NOW, on_overrun=again.append) == Done({"ok": 1})
     assert again == []
+
+
+# -- the rules the worker applies (docs/worker.md, "The parts"; decision 0021) ------------------
+
+
+def of_type(name: str) -> Job:
+    job = domain.new_job(NewJob(org_id="o", type=name), uuid7(), NOW)
+    return domain.claim(job, uuid7(), NOW)
+
+
+def test_run_attempt_fails_an_unknown_type_and_whatever_escapes_the_handler() -> None:
+    registry = Registry("r")
+
+    def leaves(ctx: JobContext) -> None:
+        raise SystemExit(3)
+
+    registry.register(JobType("leaves", leaves))
+    registry.register(JobType("t", lambda ctx: {"ok": True}))
+    now = lambda: NOW  # noqa: E731
+    unknown = run_attempt(registry, context(of_type("nope")), now)
+    assert isinstance(unknown, Failed)
+    assert unknown.error == "unknown job type 'nope'"
+    assert unknown.report == {"exception_type": "UnknownJobType"}
+    escaped = run_attempt(registry, context(of_type("leaves")), now)
+    assert isinstance(escaped, Failed)
+    assert escaped.error == "SystemExit: 3"
+    assert escaped.report == {"exception_type": "SystemExit"}
+    assert run_attempt(registry, context(of_type("t")), now) == Done({"ok": True})
+
+
+def test_a_handler_stopped_by_the_fence_goes_back_to_the_queue_with_its_attempt_refunded() -> None:
+    cancelled = Cancelled(report={"reason": "lease unproven"})
+    now = lambda: NOW  # noqa: E731
+    requeued = fenced_outcome(cancelled, "lease unproven: " + "x" * 600, False, now)
+    assert isinstance(requeued, Requeue)
+    assert requeued.run_at == NOW
+    assert requeued.refund_attempt
+    assert not requeued.snooze
+    assert requeued.error == ("lease unproven: " + "x" * 600)[:500]
+    # Asked to stop by someone: it stays cancelled. Not fenced, or ended otherwise: unchanged.
+    assert fenced_outcome(cancelled, "lease unproven", True, now) is cancelled
+    assert fenced_outcome(cancelled, None, False, now) is cancelled
+    done = Done(None)
+    assert fenced_outcome(done, "lease unproven", False, now) is done
+
+
+def test_an_outcome_the_store_refuses_becomes_a_short_failure() -> None:
+    from jobs_core import StoreRefused
+
+    failure = unrecordable_outcome(StoreRefused("NUL in a text" + "y" * 900))
+    assert failure.error.startswith("the job's outcome could not be recorded: StoreRefused: NUL")
+    assert len(failure.error) == 500
+    assert failure.report == {"exception_type": "StoreRefused"}

@@ -19,10 +19,10 @@ import httpx
 import pytest
 from dependency_injector import providers
 from jobs_api.app import create_app
-from jobs_api.auth import issue_token
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock, Registry
+from jobs_core.tokens import issue_token
 from jobs_imports.module import module as imports_module
 from sqlalchemy import text
 

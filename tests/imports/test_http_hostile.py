@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from jobs_api.auth import issue_token
 from jobs_core import SystemClock
+from jobs_core.tokens import issue_token
 
 from tests.cli.helpers import free_port
 

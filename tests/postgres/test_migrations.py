@@ -4,6 +4,7 @@ module, the uuidv7() default on every server version."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 import uuid
@@ -185,5 +186,72 @@ def test_the_migrations_sql_uuidv7_on_any_server_version(pg_engine: Engine) -> N
         with engine.begin() as conn:
             conn.execute(text(create))
         _generate(engine, "pg_temp.uuidv7()")
+    finally:
+        engine.dispose()
+
+
+def test_heartbeat_at_is_backfilled_with_what_the_sweep_read_before(scratch_url: str) -> None:
+    """0006_heartbeat_at: a row's heartbeat_at is the later of its ``progress.updated_at`` (only
+    an ISO instant with an offset) and its ``started_at``, the last sign of life the sweep read
+    from the progress document before the column existed; a heartbeat is still no event."""
+    migrations.upgrade(scratch_url, "0005_fair_claim")
+    engine = create_engine(scratch_url)
+    start = "2026-01-01T00:00:00+00:00"
+    rows = {
+        "beat": ({"updated_at": "2026-01-01T00:05:00.5+00:00"}, start),
+        "old-beat": ({"updated_at": "2025-12-31T00:00:00Z"}, start),
+        "odd": ({"updated_at": "yesterday"}, start),
+        "naive": ({"updated_at": "2026-01-01T00:09:00"}, start),
+        "none": (None, start),
+        "queued": (None, None),
+    }
+    try:
+        with engine.begin() as conn:
+            for name, (progress, started) in rows.items():
+                conn.execute(
+                    text(
+                        "INSERT INTO jobs (org_id, type, status, progress, started_at, lease)"
+                        " VALUES ('o', :name, CASE WHEN CAST(:started AS timestamptz) IS NULL"
+                        " THEN 'queued' ELSE 'running' END, CAST(:progress AS jsonb),"
+                        " CAST(:started AS timestamptz), gen_random_uuid())"
+                    ),
+                    {
+                        "name": name,
+                        "progress": None if progress is None else json.dumps(progress),
+                        "started": started,
+                    },
+                )
+        migrations.upgrade(scratch_url)
+        with engine.connect() as conn:
+            got: dict[str, str | None] = dict(
+                conn.execute(
+                    text(
+                        "SELECT type, to_char(heartbeat_at AT TIME ZONE 'UTC', "
+                        "'YYYY-MM-DD\"T\"HH24:MI:SS.US') FROM jobs"
+                    )
+                ).all()
+            )
+        assert got == {
+            "beat": "2026-01-01T00:05:00.500000",
+            "old-beat": "2026-01-01T00:00:00.000000",
+            "odd": "2026-01-01T00:00:00.000000",
+            "naive": "2026-01-01T00:00:00.000000",
+            "none": "2026-01-01T00:00:00.000000",
+            "queued": None,
+        }
+        with engine.begin() as conn:
+            before = conn.execute(text("SELECT count(*) FROM job_events")).scalar_one()
+            conn.execute(
+                text(
+                    "UPDATE jobs SET heartbeat_at = now(), progress = coalesce(progress, '{}')"
+                    " || jsonb_build_object('updated_at', now()::text) WHERE type = 'beat'"
+                )
+            )
+            after = conn.execute(text("SELECT count(*) FROM job_events")).scalar_one()
+        assert after == before  # a heartbeat is no event
+        migrations.downgrade(scratch_url, "0005_fair_claim")
+        with engine.connect() as conn:
+            columns = {c["name"] for c in inspect(conn).get_columns("jobs")}
+        assert "heartbeat_at" not in columns
     finally:
         engine.dispose()

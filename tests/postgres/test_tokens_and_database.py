@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 from jobs_core import FakeClock
+from jobs_core.tokens import TokenRecord
 from jobs_postgres.database import (
     create_engine,
     libpq_url,
     resolve_database_url,
     sqlalchemy_url,
 )
-from jobs_postgres.tokens import PostgresTokenStore, TokenRecord
+from jobs_postgres.tokens import PostgresTokenStore
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import Engine, text
 

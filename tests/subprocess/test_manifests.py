@@ -12,7 +12,6 @@ from pathlib import Path
 import httpx
 import pytest
 from jobs_api.app import create_app
-from jobs_api.auth import issue_token
 from jobs_api.containers import build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import (
@@ -25,6 +24,7 @@ from jobs_core import (
 )
 from jobs_core.child import SubprocessHandler
 from jobs_core.protocol import ChildRetryable
+from jobs_core.tokens import issue_token
 from jobs_worker.manifests import ManifestError, load_manifests, parse_manifest
 from jobs_worker.registries import worker_registry
 

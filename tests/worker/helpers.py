@@ -18,12 +18,13 @@ from jobs_core import (
     Job,
     JobService,
     JobStore,
-    Outcome,
     Registry,
     Status,
     StoreUnavailable,
 )
+from jobs_core.domain import Patch
 from jobs_core.flow import ClaimLimits, FairTurn
+from jobs_core.ports import ClaimNext, Completed
 from jobs_worker.worker import Worker, WorkerConfig
 
 ORG = "org-1"
@@ -54,7 +55,7 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, what: str
 class OutageStore(InMemoryJobStore):
     """The in-memory store with an outage switch: while ``down`` is set, every worker-side call
     raises :class:`StoreUnavailable`, as the PostgreSQL adapter does when its server is gone.
-    ``batches`` records the size of every ``finish_many`` or ``finish_and_claim`` that went
+    ``batches`` records the size of every ``complete`` (a batch of outcomes) that went
     through; ``gate``, when cleared, holds the next of those until it is set (a slow round
     trip)."""
 
@@ -99,28 +100,13 @@ class OutageStore(InMemoryJobStore):
         self._check()
         return super().find_stale(stale_before, limit)
 
-    def finish_many(
-        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
-    ) -> list[Job | None]:
+    def complete(
+        self, patches: Sequence[Patch], *, claim_next: ClaimNext | None = None
+    ) -> Completed:
         self.gate.wait(10)
         self._check()
-        self.batches.append(len(outcomes))
-        return super().finish_many(outcomes, now)
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[tuple[AttemptRef, Outcome]],
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None = None,
-        *,
-        limits: ClaimLimits | None = None,
-        turn: FairTurn | None = None,
-    ) -> tuple[list[Job | None], list[Job]]:
-        self.gate.wait(10)
-        self._check()
-        self.batches.append(len(outcomes))
-        return super().finish_and_claim(outcomes, limit, now, types, limits=limits, turn=turn)
+        self.batches.append(len(patches))
+        return super().complete(patches, claim_next=claim_next)
 
 
 def build(

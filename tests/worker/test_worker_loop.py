@@ -113,8 +113,8 @@ def test_no_more_jobs_are_claimed_than_there_are_slots() -> None:
         wait_until(lambda: gate.running == 3, what="three jobs running")
         # The loop keeps polling (every 50 ms) while slots are full; it must not claim more.
         for _ in range(5):
-            worker._kick.set()
-            wait_until(lambda: not worker._kick.is_set(), what="the loop looked again")
+            worker.shared.kick.set()
+            wait_until(lambda: not worker.shared.kick.is_set(), what="the loop looked again")
         statuses = [j.status for j in store.jobs]
         assert statuses.count(Status.RUNNING) == 3
         assert statuses.count(Status.QUEUED) == 7

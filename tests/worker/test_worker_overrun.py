@@ -61,7 +61,7 @@ def test_an_overrunning_handler_fails_at_its_timeout_and_keeps_its_slot_busy(kin
         behind = service.enqueue(ORG, "noop").job
         for _ in range(20):
             assert status_of(store, behind.id) is Status.QUEUED
-            assert worker._executing == 1
+            assert worker.shared.executing == 1
             time.sleep(0.01)
         release.set()
         wait_until(lambda: status_of(store, behind.id) is Status.DONE, 10, "the job behind")

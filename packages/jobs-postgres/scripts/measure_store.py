@@ -3,7 +3,7 @@
     uv run python packages/jobs-postgres/scripts/measure_store.py [SERVER_URL]
 
 Creates a scratch database on the server (default: the local one at 127.0.0.1:5432), migrates
-it, measures bulk insert (jobs/s through one ``insert_many`` call) and the claim + finish_many
+it, measures bulk insert (jobs/s through one ``insert_many`` call) and the claim + complete
 drain rate by batch size, then drops the database. Each figure is the best of three runs (the
 machine is shared); the server's durable-commit rate is printed first, since every claim and
 every finish is one commit.
@@ -17,7 +17,7 @@ import threading
 import time
 from datetime import UTC, datetime
 
-from jobs_core import Done, NewJob
+from jobs_core import Done, NewJob, domain
 from jobs_postgres import migrations
 from jobs_postgres.database import create_engine, drop_database, ensure_database, with_database
 from jobs_postgres.store import PostgresJobStore
@@ -50,7 +50,8 @@ def drain(store: PostgresJobStore, n: int, batch: int, threads: int = 1) -> floa
     def run() -> None:
         nonlocal done
         while claimed := store.claim(batch, datetime.now(UTC), ["noop"]):
-            finished = store.finish_many([(j.ref, Done()) for j in claimed], datetime.now(UTC))
+            now = datetime.now(UTC)
+            finished = store.complete([domain.patch(j.ref, Done(), now) for j in claimed]).finished
             with lock:
                 done += sum(1 for j in finished if j is not None)
 
@@ -100,7 +101,7 @@ def main() -> None:
         ):
             rate = max(drain(store, n, batch, threads) for _ in range(3))
             print(
-                f"claim+finish_many, batch {batch:>3}, {threads} thread(s), {n:,} jobs: "
+                f"claim+complete, batch {batch:>3}, {threads} thread(s), {n:,} jobs: "
                 f"{rate:>9,.0f} jobs/s"
             )
         engine.dispose()

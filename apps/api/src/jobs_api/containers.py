@@ -17,10 +17,15 @@ from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
+from jobs_core.tokens import (
+    InMemorySessionStore,
+    InMemoryTokenStore,
+    SessionStore,
+    TokenCache,
+    TokenStore,
+)
 
-from jobs_api.auth import InMemoryTokenStore, TokenCache, TokenStore
 from jobs_api.events import EventHub
-from jobs_api.sessions import InMemorySessionStore, SessionStore, session_cache_for
 from jobs_api.settings import ApiSettings
 
 if TYPE_CHECKING:
@@ -164,7 +169,7 @@ class Container(containers.DeclarativeContainer):
         postgres=providers.ThreadSafeSingleton(_postgres_session_store, engine, clock),
     )
     session_cache = providers.ThreadSafeSingleton(
-        session_cache_for, session_store, clock, config.api_token_cache_s
+        TokenCache, session_store, clock, config.api_token_cache_s
     )
     """Browser sessions (docs/sessions.md), behind the same short-lived cache as tokens."""
 

@@ -190,7 +190,6 @@ class EventHub:
         self.cursor: Position | None = None
         self._ready: asyncio.Event | None = None
         self._ready_set = False
-        self.delivered = 0
 
     @property
     def ids(self) -> EventIds:
@@ -337,7 +336,6 @@ class EventHub:
             for subscriber in self._subscribers.get(event.org_id, ()):
                 if subscriber.wants(event):
                     subscriber.offer(event)
-                    self.delivered += 1
         self.cursor = cursor if done is None else max(done, cursor)
         if self._ready is not None:
             self._ready.set()

@@ -28,18 +28,13 @@ from typing import Any
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from jobs_core import StoreUnavailable
+from jobs_core.tokens import TokenCache, hash_token, is_well_formed
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from jobs_api.auth import (
-    UNAUTHENTICATED_DETAIL,
-    TokenCache,
-    current_org,
-    current_org_blocking,
-    hash_token,
-    is_well_formed,
-)
+from jobs_api.auth import current_org, current_org_blocking
+from jobs_api.problems import UNAUTHENTICATED_DETAIL
 
 log = logging.getLogger("jobs.api")
 
@@ -104,7 +99,7 @@ class AuthenticateFirst:
     ``scope["route"]`` names the route, and before any parsing (for a multipart upload, before
     any spooling). A route that depends on the org dependency gets its token resolved there; a
     route that reads no body is authenticated by the dependency as before. ``token_cache``
-    returns the app's :class:`~jobs_api.auth.TokenCache`.
+    returns the app's :class:`~jobs_core.tokens.TokenCache`.
     """
 
     def __init__(self, app: ASGIApp, token_cache: Callable[[], TokenCache]) -> None:

@@ -30,6 +30,9 @@ class JobTypeOut(BaseModel):
     dedup_scope: DedupScope
     max_attempts: int
     public: bool
+    protected: bool = Field(
+        description="Its jobs are domain history: never deleted (DELETE answers 409)."
+    )
     applies_to: list[str] = Field(
         description="The kinds of thing the type acts on (for a UI's menus); empty: none."
     )
@@ -45,6 +48,7 @@ class JobTypeOut(BaseModel):
             dedup_scope=job_type.dedup_scope,
             max_attempts=job_type.max_attempts,
             public=job_type.public,
+            protected=job_type.protected,
             applies_to=list(job_type.applies_to),
         )
 
@@ -67,7 +71,8 @@ router = APIRouter()
 )
 async def list_job_types(org: CurrentOrgDep, request: Request) -> JobTypeList:
     """Every public type of the registry (internal types are never listed): name, description,
-    payload JSON Schema, dedup scope, max attempts and the kinds of thing it applies to."""
+    payload JSON Schema, dedup scope, max attempts, whether its jobs are protected and the kinds
+    of thing it applies to."""
     container: Container = request.app.state.container
     registry = container.service().registry
     public = sorted((t for t in registry if t.public), key=lambda t: t.name)

@@ -34,6 +34,8 @@ log = logging.getLogger("jobs.api")
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 JOB_NOT_FOUND_DETAIL = "no such job"
+UNAUTHENTICATED_DETAIL = "a valid bearer token is required"
+"""The one message of every 401: missing, malformed, unknown and revoked tokens look the same."""
 
 
 class FieldError(BaseModel):

@@ -4,121 +4,31 @@
 A person signs in with an API token sent in a JSON body; the browser then holds a random session
 cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and page scripts never hold the token. The
 store keeps only ``sha256(cookie)`` with the token it was opened with, so revoking the token ends
-its sessions. A cookie-authenticated write must carry ``X-CSRF-Token``: a keyed hash of the
-cookie that only a page of the API's origin can learn (from ``GET /session``).
+its sessions (the session stores and the hashing are ``jobs_core.tokens``). A
+cookie-authenticated write must carry ``X-CSRF-Token``: a keyed hash of the cookie that only a
+page of the API's origin can learn (from ``GET /session``).
 """
 
 from __future__ import annotations
 
 import base64
-import dataclasses
 import hashlib
 import hmac
 import secrets
-import threading
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
+from jobs_core.ports import Clock
+from jobs_core.tokens import SessionStore, TokenCache, hash_session, hash_token, is_well_formed
 from pydantic import BaseModel, ConfigDict, Field
 
-from jobs_api.problems import ProblemResponse, problem, problem_responses
-
-if TYPE_CHECKING:
-    from jobs_core import Clock
-
-    from jobs_api.auth import InMemoryTokenStore, TokenCache
-    from jobs_api.containers import Container
+from jobs_api.problems import UNAUTHENTICATED_DETAIL, ProblemResponse, problem, problem_responses
 
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _COOKIE_BYTES = 32
 _MAX_COOKIE_CHARS = 100
-
-
-class SessionStore(Protocol):
-    """Where sessions live (in memory here; ``api_sessions`` in PostgreSQL:
-    ``jobs_postgres.sessions.PostgresSessionStore``). Only hashes are passed in."""
-
-    def open(
-        self, token_hash: str, session_hash: str, now: datetime, expires_at: datetime
-    ) -> str | None:
-        """Open a session for a live token; its org, or None if the token is not live."""
-        ...
-
-    def org_for(self, session_hash: str) -> str | None:
-        """The org of a live session (not ended, not expired, its token not revoked)."""
-        ...
-
-    def end(self, session_hash: str, now: datetime) -> bool:
-        """End a session; False if it was not live."""
-        ...
-
-    def expires_at(self, session_hash: str) -> datetime | None:
-        """When a stored session expires (None if unknown)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class _Session:
-    token_hash: str
-    org_id: str
-    expires_at: datetime
-    ended_at: datetime | None = None
-
-
-class InMemorySessionStore:
-    """A thread-safe :class:`SessionStore` over an :class:`InMemoryTokenStore`."""
-
-    def __init__(self, tokens: InMemoryTokenStore, clock: Clock) -> None:
-        self._tokens = tokens
-        self._clock = clock
-        self._sessions: dict[str, _Session] = {}
-        self._lock = threading.Lock()
-
-    def open(
-        self, token_hash: str, session_hash: str, now: datetime, expires_at: datetime
-    ) -> str | None:
-        """Open a session for a live token."""
-        org_id = self._tokens.org_for(token_hash)
-        if org_id is None:
-            return None
-        with self._lock:
-            self._sessions[session_hash] = _Session(token_hash, org_id, expires_at)
-        return org_id
-
-    def org_for(self, session_hash: str) -> str | None:
-        """The org of a live session of a live token."""
-        with self._lock:
-            session = self._sessions.get(session_hash)
-        if session is None or session.ended_at is not None:
-            return None
-        if self._clock.now() >= session.expires_at:
-            return None
-        if self._tokens.org_for(session.token_hash) is None:
-            return None
-        return session.org_id
-
-    def end(self, session_hash: str, now: datetime) -> bool:
-        """End a session."""
-        with self._lock:
-            session = self._sessions.get(session_hash)
-            if session is None or session.ended_at is not None:
-                return False
-            self._sessions[session_hash] = dataclasses.replace(session, ended_at=now)
-            return True
-
-    def expires_at(self, session_hash: str) -> datetime | None:
-        """When a stored session expires."""
-        with self._lock:
-            session = self._sessions.get(session_hash)
-        return None if session is None else session.expires_at
-
-
-def hash_session(cookie: str) -> str:
-    """The stored form of a session cookie: its SHA-256, in hex."""
-    return hashlib.sha256(cookie.encode()).hexdigest()
 
 
 def csrf_token(cookie: str) -> str:
@@ -169,8 +79,21 @@ def session_org_blocking(request: Request, cookie: str) -> str | None:
     return org_id
 
 
-def _container(request: Request) -> Container:
-    container: Container = request.app.state.container
+class _Wiring(Protocol):
+    """What this module asks of the app's container (``jobs_api.containers.Container``), named
+    here so that the credential modules never import the composition root (no import cycle)."""
+
+    config: Any
+
+    def clock(self) -> Clock: ...
+
+    def session_store(self) -> SessionStore: ...
+
+    def session_cache(self) -> TokenCache: ...
+
+
+def _container(request: Request) -> _Wiring:
+    container: _Wiring = request.app.state.container
     return container
 
 
@@ -213,8 +136,6 @@ router = APIRouter(tags=["session"])
 
 
 def _unauthenticated() -> HTTPException:
-    from jobs_api.auth import UNAUTHENTICATED_DETAIL
-
     return HTTPException(status_code=401, detail=UNAUTHENTICATED_DETAIL)
 
 
@@ -227,8 +148,6 @@ def _unauthenticated() -> HTTPException:
 def open_session(body: SessionIn, request: Request, response: Response) -> SessionOut:
     """Sets the HttpOnly, SameSite=Strict session cookie (Secure over HTTPS); the answer holds
     the CSRF token that cookie-authenticated writes must send as ``X-CSRF-Token``."""
-    from jobs_api.auth import hash_token, is_well_formed
-
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type != "application/json":
         # A cross-site form cannot send JSON: this closes sign-in CSRF (login as another org).
@@ -305,10 +224,3 @@ def close_session(request: Request) -> Response:
         secure=request.url.scheme == "https",
     )
     return answer
-
-
-def session_cache_for(store: SessionStore, clock: Clock, ttl_s: float) -> TokenCache:
-    """The sessions' cache: a session found live is trusted for ``ttl_s`` (as tokens are)."""
-    from jobs_api.auth import TokenCache
-
-    return TokenCache(store, clock, ttl_s)

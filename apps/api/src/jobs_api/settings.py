@@ -61,7 +61,7 @@ class ApiSettings(BaseSettings):
     events: bool = True
     events_keepalive_s: float = Field(default=15.0, gt=0, le=15)
     events_client_buffer: int = Field(default=1000, ge=1)
-    events_poll_s: float = Field(default=0.25, gt=0, le=10)
+    events_poll_s: float = Field(default=0.1, gt=0, le=10)
     events_retention_s: float = Field(default=3600.0, gt=0)
     operator_orgs: str = ""
     """Comma-separated orgs whose tokens may change the retention settings over HTTP."""

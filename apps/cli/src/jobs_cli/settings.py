@@ -74,7 +74,6 @@ class CliSettings:
     database_url: str | None
     data_dir: Path
     demo_types: bool
-    demo_types_explicit: bool
     debug: bool
     extra_registries: tuple[str, ...] = ()
     handlers_dir: Path | None = None
@@ -102,7 +101,6 @@ class CliSettings:
             database_url=url,
             data_dir=data_dir,
             demo_types=demo,
-            demo_types_explicit=explicit,
             debug=debug,
             extra_registries=extra,
         )

@@ -32,7 +32,6 @@ from jobs_worker.logs import log_event
 
 log = logging.getLogger("jobs.isolation")
 
-DEFAULT_ISOLATED = ("import_csv",)
 ISOLATION_KEY = "isolation"
 
 _PASSED_PREFIXES = ("JOBS_", "PYTHON", "HOME", "USER", "TZ", "LANG", "LC_")

@@ -2,8 +2,8 @@
 
 The handlers need an engine and the data directory, so the registry is *built*, never a
 module-level global: a deployable (worker, API, CLI) calls :func:`build_registry` with its own
-engine, or :func:`registry_from_settings` with a database URL and a data directory, and includes
-the result in its registry. Nothing connects at import time.
+engine and data directory, and includes the result in its registry. Nothing connects at import
+time.
 
 - ``import_csv`` — ``dedup_scope='active'`` (never two runs of one import), key
   ``import_csv:<import_id>``, payload ``{import_id, site_target_id}``; a lost database
@@ -49,7 +49,6 @@ __all__ = [
     "batch_size_from_environment",
     "build_module",
     "build_registry",
-    "registry_from_settings",
 ]
 
 _RETRY_ON_OUTAGE = RetryPolicy(retry_on=(StoreUnavailable,), backoff=exponential(2.0, 2.0, 60.0))
@@ -183,10 +182,3 @@ def build_registry(
     if batch_size is None:
         batch_size = batch_size_from_environment()
     return build_module(engine, data_dir, clock=clock, batch_size=batch_size).registry
-
-
-def registry_from_settings(database_url: str, data_dir: Path) -> Registry:
-    """:func:`build_registry` on a new engine for ``database_url`` (the deployable owns it)."""
-    from jobs_postgres.database import create_engine
-
-    return build_registry(create_engine(database_url), data_dir)

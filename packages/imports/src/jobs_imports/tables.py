@@ -42,8 +42,6 @@ metadata = MetaData()
 
 TIMESTAMPTZ = TIMESTAMP(timezone=True)
 
-IMPORT_STATUSES = ("pending", "running", "done", "failed")
-
 site_targets = Table(
     "site_targets",
     metadata,

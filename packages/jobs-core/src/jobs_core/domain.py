@@ -1,9 +1,11 @@
 """The job model: statuses, the :class:`Job` record and its legal transitions as pure functions.
 
 Every function here takes the current job and returns the next one, or raises
-:class:`~jobs_core.errors.InvalidTransition`. Adapters either call these functions (the in-memory
-store) or mirror them in one SQL statement (the PostgreSQL store); the contract suite checks that
-both give the same result.
+:class:`~jobs_core.errors.InvalidTransition`. The end of an attempt is also given as data: a
+:class:`Patch`, the columns the outcome writes, computed once here from the held job and its
+outcome; both stores assign those columns under the lease fence (the in-memory store with
+:func:`apply`, the PostgreSQL store in one ``UPDATE``), so neither re-derives the rule
+(decision 0020). The contract suite checks that both give the same result.
 """
 
 from __future__ import annotations
@@ -88,36 +90,38 @@ class Job:
     priority: int = 0
     concurrency_key: str | None = None
     snoozes: int = 0
+    # -- the sweep (docs/contract.md §5; decision 0020) --
+    heartbeat_at: datetime | None = None
 
     @property
     def ref(self) -> AttemptRef:
         """The handle of the current attempt; only valid while the job is running."""
         if self.lease is None:
             raise InvalidTransition(self.status, "refer to the attempt of")
-        return AttemptRef(self.id, self.lease, self.attempts)
+        return AttemptRef(self.id, self.lease, self.attempts, self)
 
     @property
     def last_seen_at(self) -> datetime | None:
-        """When the running attempt last showed life: its heartbeat, else its start (spec §2.5).
+        """When the running attempt last showed life (docs/contract.md §5): its heartbeat.
 
-        The later of the two, so a checkpoint heartbeat left by an earlier attempt never makes a
-        fresh attempt look stale.
+        The claim sets ``heartbeat_at`` to its start, so an earlier attempt's heartbeat never
+        makes a fresh attempt look stale; a job built without one falls back to its start.
         """
-        beat = parse_heartbeat(self.progress)
-        if beat is None:
-            return self.started_at
-        if self.started_at is None:
-            return beat
-        return max(beat, self.started_at)
+        return self.heartbeat_at if self.heartbeat_at is not None else self.started_at
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptRef:
-    """Which attempt of which job a worker holds: every write of a worker is conditional on it."""
+    """Which attempt of which job a worker holds: every write of a worker is conditional on it.
+
+    ``job`` is the job as that attempt holds it (as claimed, or as read by the sweep): the
+    outcome's :class:`Patch` is computed from it. It takes no part in equality or hashing.
+    """
 
     job_id: uuid.UUID
     lease: uuid.UUID
     attempt: int
+    job: Job = field(compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,7 +272,12 @@ def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -
 
 
 def claim(job: Job, lease: uuid.UUID, now: datetime) -> Job:
-    """``queued`` → ``running``: one more attempt; a ``queue``-scope key is released here."""
+    """``queued`` → ``running``: one more attempt; a ``queue``-scope key is released here.
+
+    The claim is the one transition whose rows the database picks (``FOR UPDATE SKIP LOCKED``),
+    so the PostgreSQL store applies this rule in its claim statement to rows it has not sent
+    back yet; the contract suite checks every claimed row against this function.
+    """
     if job.status is not Status.QUEUED:
         raise InvalidTransition(job.status, "claim")
     return dataclasses.replace(
@@ -276,51 +285,132 @@ def claim(job: Job, lease: uuid.UUID, now: datetime) -> Job:
         status=Status.RUNNING,
         attempts=job.attempts + 1,
         started_at=now,
+        heartbeat_at=now,
         lease=lease,
         dedup_key=None if job.dedup_scope is DedupScope.QUEUE else job.dedup_key,
     )
 
 
-def finish(job: Job, outcome: Outcome, now: datetime) -> Job:
-    """Apply the outcome of the running attempt.
+def heartbeat(job: Job, now: datetime) -> Job:
+    """The running attempt shows life: ``heartbeat_at`` and ``progress.updated_at`` are ``now``."""
+    return dataclasses.replace(
+        job, heartbeat_at=now, progress=heartbeat_progress(job.progress, now)
+    )
+
+
+def save_progress(job: Job, progress: Mapping[str, Any], now: datetime) -> Job:
+    """The handler's progress document replaces the job's; saving it is a heartbeat too."""
+    return dataclasses.replace(job, heartbeat_at=now, progress=heartbeat_progress(progress, now))
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """The end of an attempt as data: the columns its outcome writes (decision 0020).
+
+    Computed once, by :func:`patch`, from the job as the attempt holds it and its outcome;
+    a store assigns each column as given to the row held by ``ref`` (its id, its lease, still
+    ``running``) and clears the lease. Under a held lease the row changes only in its progress,
+    its heartbeat and its cancellation request, so every other column the held job shows is
+    the row's. The cancellation request is the one column the patch does not carry:
+    ``clears_cancel_request`` says whether it is cleared (a re-queue) or kept (an end).
+
+    ``seen_at``: the sweep's fence. Set, the patch applies only if the row's ``heartbeat_at`` is
+    still that instant: an attempt that showed life since the sweep read it is left alone.
+    """
+
+    ref: AttemptRef
+    status: Status
+    attempts: int
+    snoozes: int
+    run_at: datetime
+    error: str | None
+    report: Mapping[str, Any] | None
+    finished_at: datetime | None
+    dedup_key: str | None
+    clears_cancel_request: bool
+    seen_at: datetime | None = None
+
+
+def patch(
+    ref: AttemptRef, outcome: Outcome, now: datetime, *, seen_at: datetime | None = None
+) -> Patch:
+    """The columns ``outcome`` writes to the attempt ``ref`` holds.
 
     Terminal outcomes release the dedup key. A requeue keeps whatever key the job still holds:
     for ``queue`` scope it was released at claim and a newer job may hold it now, so the job
-    stays keyless; for ``active`` scope it was never released.
+    stays keyless; for ``active`` scope it was never released. A requeue without a report keeps
+    the job's; a refunded attempt (a worker's hand-back) or a snooze does not count.
     """
-    if job.status is not Status.RUNNING:
-        raise InvalidTransition(job.status, "finish")
+    job = ref.job
     if isinstance(outcome, Requeue):
-        return dataclasses.replace(
-            job,
+        refunded = outcome.refund_attempt or outcome.snooze
+        return Patch(
+            ref=ref,
             status=Status.QUEUED,
-            attempts=(
-                max(0, job.attempts - 1)
-                if outcome.refund_attempt or outcome.snooze
-                else job.attempts
-            ),
+            attempts=max(0, job.attempts - 1) if refunded else job.attempts,
             snoozes=job.snoozes + 1 if outcome.snooze else job.snoozes,
             run_at=outcome.run_at,
             error=outcome.error,
             report=outcome.report if outcome.report is not None else job.report,
-            lease=None,
-            cancel_requested_at=None,
+            finished_at=job.finished_at,
+            dedup_key=job.dedup_key,
+            clears_cancel_request=True,
+            seen_at=seen_at,
         )
-    status, error = {
-        Done: (Status.DONE, None),
-        Cancelled: (Status.CANCELLED, "cancelled"),
-    }.get(type(outcome), (Status.FAILED, None))
-    if isinstance(outcome, Failed):
-        error = outcome.error
-    return dataclasses.replace(
-        job,
+    if isinstance(outcome, Done):
+        status, error = Status.DONE, None
+    elif isinstance(outcome, Cancelled):
+        status, error = Status.CANCELLED, "cancelled"
+    else:
+        status, error = Status.FAILED, outcome.error
+    return Patch(
+        ref=ref,
         status=status,
-        report=outcome.report,
+        attempts=job.attempts,
+        snoozes=job.snoozes,
+        run_at=job.run_at,
         error=error,
+        report=outcome.report,
         finished_at=now,
         dedup_key=None,
+        clears_cancel_request=False,
+        seen_at=seen_at,
+    )
+
+
+def apply(job: Job, change: Patch) -> Job:
+    """``job`` with ``change`` written: what a store does to the held row (its lease cleared)."""
+    return dataclasses.replace(
+        job,
+        status=change.status,
+        attempts=change.attempts,
+        snoozes=change.snoozes,
+        run_at=change.run_at,
+        error=change.error,
+        report=change.report,
+        finished_at=change.finished_at,
+        dedup_key=change.dedup_key,
+        cancel_requested_at=None if change.clears_cancel_request else job.cancel_requested_at,
         lease=None,
     )
+
+
+def applies(job: Job | None, change: Patch) -> bool:
+    """Whether ``change`` may be written to ``job``: the fence of every worker write (the
+    attempt still holds the job) and, for the sweep, no sign of life since it read the job."""
+    return (
+        job is not None
+        and job.status is Status.RUNNING
+        and job.lease == change.ref.lease
+        and (change.seen_at is None or job.heartbeat_at == change.seen_at)
+    )
+
+
+def finish(job: Job, outcome: Outcome, now: datetime) -> Job:
+    """Apply the outcome of the running attempt (:func:`patch`, then :func:`apply`)."""
+    if job.status is not Status.RUNNING:
+        raise InvalidTransition(job.status, "finish")
+    return apply(job, patch(job.ref, outcome, now))
 
 
 def cancel_queued(job: Job, now: datetime) -> Job:
@@ -344,6 +434,16 @@ def request_cancel(job: Job, now: datetime) -> Job:
     if job.cancel_requested_at is not None:
         return job
     return dataclasses.replace(job, cancel_requested_at=now)
+
+
+def cancel(job: Job, now: datetime) -> Job:
+    """Cancel now or ask for it: a ``queued`` job is cancelled at once, a ``running`` one gets a
+    request (the same job back if one was already made); a finished job cannot be cancelled."""
+    if job.status is Status.QUEUED:
+        return cancel_queued(job, now)
+    if job.status is Status.RUNNING:
+        return request_cancel(job, now)
+    raise InvalidTransition(job.status, "cancel")
 
 
 def retry(job: Job, now: datetime) -> Job:
@@ -393,6 +493,27 @@ def sweep_outcome(job: Job, now: datetime) -> Outcome:
     if job.attempts < job.max_attempts:
         return Requeue(run_at=now, error=None)
     return Failed(error=MAX_ATTEMPTS_EXCEEDED, report={"reason": "worker lost", **_attempts(job)})
+
+
+def sweep_patch(job: Job, now: datetime) -> Patch:
+    """The sweep's write for the zombie ``job`` as read: :func:`sweep_outcome`, fenced on the
+    heartbeat it read (a sweeper racing a late heartbeat, or another sweeper, writes nothing)."""
+    return patch(job.ref, sweep_outcome(job, now), now, seen_at=job.heartbeat_at)
+
+
+HANDED_BACK_CANCELLED = "cancellation requested; the worker shut down before the handler stopped"
+
+
+def hand_back_outcome(job: Job, now: datetime, *, cancel_requested: bool) -> Outcome:
+    """What a worker that shuts down does with an attempt still running (docs/contract.md §4).
+
+    The rule of the sweep for a lost worker, except that the worker is there to say so: the
+    attempt goes back to the queue without counting (it did not fail), and an attempt whose
+    cancellation was requested (seen by the worker, or ``job``'s own request) ends cancelled.
+    """
+    if cancel_requested or job.cancel_requested_at is not None:
+        return Cancelled(report={"reason": HANDED_BACK_CANCELLED})
+    return Requeue(run_at=now, refund_attempt=True)
 
 
 def _attempts(job: Job) -> dict[str, Any]:

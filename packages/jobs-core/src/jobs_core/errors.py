@@ -119,3 +119,27 @@ class Snooze(JobsError):
         super().__init__(reason or f"snoozed for {delay_s:g} s")
         self.delay_s = float(delay_s)
         self.reason = reason
+
+
+OUTAGE_ERRORS: tuple[type[BaseException], ...] = (StoreUnavailable, ConnectionError, TimeoutError)
+"""Errors that mean "the store is not reachable right now": retry later, the data is fine. An
+adapter raises :class:`StoreUnavailable` for its driver's connection failures (docs/worker.md,
+"Errors by cause"); the two built-in ones cover a socket error raised outside a driver."""
+
+
+def is_outage(error: BaseException) -> bool:
+    """True when ``error``, or what explicitly caused it (``raise … from``), says the store is
+    unreachable. The implicit ``__context__`` is not followed: a bug raised while an outage
+    was being handled is still a bug, and retrying it forever would hide it. A
+    :class:`StoreRefused` is never one, whatever caused it: the store refused the data, and it
+    would refuse it again."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StoreRefused):
+            return False
+        if isinstance(current, OUTAGE_ERRORS):
+            return True
+        seen.add(id(current))
+        current = current.__cause__
+    return False

@@ -3,7 +3,8 @@
 The core decides what a change *is* (:func:`change_kind`); the adapters record one
 :class:`JobEvent` per change in commit order (the in-memory :class:`InMemoryEventLog` here, a
 trigger-fed table in ``jobs_postgres.events``) and offer it through the :class:`EventFeed` port,
-which the API's stream reads. A heartbeat (only ``progress.updated_at`` moves) is no event.
+which the API's stream reads. A heartbeat (only ``heartbeat_at`` and ``progress.updated_at``
+move) is no event.
 """
 
 from __future__ import annotations
@@ -69,7 +70,11 @@ def change_kind(old: Job | None, new: Job | None) -> EventKind | None:
         and old_progress != new_progress
     ):
         return EventKind.PROGRESS
-    if replace(old, progress=None) != replace(new, progress=None) or old_progress != new_progress:
+    if (
+        replace(old, progress=None, heartbeat_at=None)
+        != replace(new, progress=None, heartbeat_at=None)
+        or old_progress != new_progress
+    ):
         return EventKind.UPDATED
     return None
 

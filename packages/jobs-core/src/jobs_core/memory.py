@@ -16,10 +16,10 @@ from typing import Any
 
 from jobs_core import codec, domain, flow
 from jobs_core.clock import uuid7
-from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
-from jobs_core.errors import DedupConflict, InvalidTransition
+from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
+from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
-from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
+from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
 
@@ -42,11 +42,6 @@ class InMemoryJobStore:
         """Every job, oldest first."""
         with self._lock:
             return sorted(self._jobs.values(), key=_queue_order)
-
-    def reset(self) -> None:
-        """Forget every job."""
-        with self._lock:
-            self._jobs.clear()
 
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
@@ -158,8 +153,7 @@ class InMemoryJobStore:
             for ref in refs:
                 job = self._held(ref)
                 if job is not None:
-                    progress = domain.heartbeat_progress(job.progress, now)
-                    self._jobs[job.id] = _replace(job, progress=progress)
+                    self._jobs[job.id] = domain.heartbeat(job, now)
                     alive.add(job.id)
         return alive
 
@@ -169,8 +163,8 @@ class InMemoryJobStore:
             job = self._held(ref)
             if job is None:
                 return False
-            document = domain.heartbeat_progress(codec.normalise_document(progress), now)
-            self._jobs[job.id] = _replace(job, progress=document)
+            document = codec.normalise_document(progress)
+            self._jobs[job.id] = domain.save_progress(job, document, now)
             return True
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
@@ -182,51 +176,39 @@ class InMemoryJobStore:
                 if (job := self._held(ref)) is not None and job.cancel_requested_at is not None
             }
 
-    def finish(
-        self,
-        ref: AttemptRef,
-        outcome: Outcome,
-        now: datetime,
-        *,
-        stale_before: datetime | None = None,
-    ) -> Job | None:
-        """Apply ``outcome`` to the held attempt."""
+    def complete(
+        self, patches: Sequence[Patch], *, claim_next: ClaimNext | None = None
+    ) -> Completed:
+        """Apply each patch to the job its attempt holds (:func:`jobs_core.domain.apply`), then
+        :meth:`claim` with ``claim_next`` (of jobs that were queued before the call)."""
         with self._lock:
-            job = self._held(ref)
-            if job is None:
-                return None
-            if stale_before is not None and not domain.is_stale(job, stale_before):
-                return None
-            finished = domain.finish(job, _stored(outcome), now)
-            self._jobs[job.id] = finished
-            if finished.status is Status.QUEUED:
-                self._work_available()
-            return finished
-
-    def finish_many(
-        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
-    ) -> list[Job | None]:
-        """:meth:`finish` for many attempts."""
-        with self._lock:
-            return [self.finish(ref, outcome, now) for ref, outcome in outcomes]
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[tuple[AttemptRef, Outcome]],
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None = None,
-        *,
-        limits: flow.ClaimLimits | None = None,
-        turn: flow.FairTurn | None = None,
-    ) -> tuple[list[Job | None], list[Job]]:
-        """:meth:`finish_many`, then :meth:`claim` (of jobs that were queued before it)."""
-        with self._lock:
-            finished = [self.finish(ref, outcome, now) for ref, outcome in outcomes]
+            finished = [self._apply(change) for change in patches]
+            if claim_next is None:
+                return Completed(finished, [])
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its
             # own claim.
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
-            return finished, self._claim(limit, now, types, requeued, limits, turn=turn)
+            claimed = self._claim(
+                claim_next.limit,
+                claim_next.now,
+                claim_next.types,
+                requeued,
+                claim_next.limits,
+                turn=claim_next.turn,
+            )
+            return Completed(finished, claimed)
+
+    def _apply(self, change: Patch) -> Job | None:
+        job = self._jobs.get(change.ref.job_id)
+        if job is None or not domain.applies(job, change):
+            return None
+        if change.report is not None:  # as the PostgreSQL store reads it back (a copy)
+            change = dataclasses.replace(change, report=codec.normalise_document(change.report))
+        written = domain.apply(job, change)
+        self._jobs[job.id] = written
+        if written.status is Status.QUEUED:
+            self._work_available()
+        return written
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs not seen since ``stale_before``."""
@@ -301,11 +283,15 @@ class InMemoryJobStore:
 
     def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
         """The org's jobs, newest first."""
+        return self._listed(org_id, query)
+
+    def _listed(self, org_id: str | None, query: JobFilter) -> list[Job]:
+        """The jobs of ``org_id`` (of every org with None) matching ``query``, newest first."""
         with self._lock:
             rows = [
                 j
                 for j in self._jobs.values()
-                if j.org_id == org_id
+                if (org_id is None or j.org_id == org_id)
                 and (query.statuses is None or j.status in query.statuses)
                 and (query.type is None or j.type == query.type)
                 and (query.before is None or (j.created_at, j.id) < query.before)
@@ -328,13 +314,9 @@ class InMemoryJobStore:
             job = self._own(org_id, job_id)
             if job is None:
                 return None
-            if job.status is Status.QUEUED:
-                updated = domain.cancel_queued(job, now)
-            elif job.status is Status.RUNNING:
-                updated = domain.request_cancel(job, now)
-            else:
-                raise InvalidTransition(job.status, "cancel")
-            self._jobs[job.id] = updated
+            updated = domain.cancel(job, now)
+            if updated is not job:
+                self._jobs[job.id] = updated
             return updated
 
     def retry(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
@@ -364,6 +346,16 @@ class InMemoryJobStore:
             del self._jobs[job.id]
             return True
 
+    # -- operator reads across orgs -----------------------------------------------------------
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it."""
+        with self._lock:
+            return self._jobs.get(job_id)
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first."""
+        return self._listed(None, query)
+
 
 class InMemoryWakeup:
     """Wakes a worker when the in-memory store gets new work."""
@@ -391,16 +383,5 @@ def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
     return (job.created_at, job.id)
 
 
-def _replace(job: Job, **changes: Any) -> Job:
-    return dataclasses.replace(job, **changes)
-
-
 def _copied(new: NewJob) -> NewJob:
     return dataclasses.replace(new, payload=codec.payload(new.payload))
-
-
-def _stored(outcome: Outcome) -> Outcome:
-    """``outcome`` with its report as the PostgreSQL store would read it back (a copy)."""
-    if outcome.report is None:
-        return outcome
-    return dataclasses.replace(outcome, report=codec.normalise_document(outcome.report))

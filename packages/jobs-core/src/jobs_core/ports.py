@@ -13,9 +13,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
+from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
 
 
@@ -66,6 +66,26 @@ class WaitingFacts:
     live_workers: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimNext:
+    """A claim sent with a batch of outcomes (:meth:`JobStore.complete`): the arguments of
+    :meth:`JobStore.claim`."""
+
+    limit: int
+    now: datetime
+    types: Sequence[str] | None = None
+    limits: ClaimLimits | None = None
+    turn: FairTurn | None = None
+
+
+class Completed(NamedTuple):
+    """What :meth:`JobStore.complete` did: each patch's job as written (None when its attempt
+    no longer held the job, or the sweep's fence held), in input order; the jobs claimed."""
+
+    finished: list[Job | None]
+    claimed: list[Job]
+
+
 AHEAD_CAP = 10_000
 """``WaitingFacts.ahead`` counts no further (an exact count of a huge queue costs a scan)."""
 
@@ -73,9 +93,11 @@ AHEAD_CAP = 10_000
 class JobStore(Protocol):
     """Where jobs live. Every method is atomic on its own.
 
-    Worker writes (``heartbeat``, ``save_progress``, ``finish``) take the :class:`AttemptRef` of
+    Worker writes (``heartbeat``, ``save_progress``, ``complete``) take the :class:`AttemptRef` of
     the claim and do nothing (False / None) when the job is no longer held by that attempt.
-    Org-scoped reads and admin actions return None for a job that is absent *or* foreign.
+    Org-scoped reads and admin actions return None for a job that is absent *or* foreign. The
+    operator reads (``get_any_org``, ``list_all_orgs``) are the only ones that cross orgs: an
+    operator at a terminal on the database (the CLI), never a caller of the HTTP API.
     """
 
     # -- enqueue ------------------------------------------------------------------------------
@@ -115,57 +137,37 @@ class JobStore(Protocol):
         ...
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
-        """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
+        """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and
+        ``progress.updated_at`` set to ``now``); the ids still held."""
         ...
 
     def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+        """:func:`jobs_core.domain.save_progress` on a held job; False if the lease is lost."""
         ...
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
         """The ids among held jobs whose cancellation has been requested."""
         ...
 
-    def finish(
-        self,
-        ref: AttemptRef,
-        outcome: Outcome,
-        now: datetime,
-        *,
-        stale_before: datetime | None = None,
-    ) -> Job | None:
-        """Apply ``outcome`` to the held attempt (see :func:`jobs_core.domain.finish`).
+    def complete(
+        self, patches: Sequence[Patch], *, claim_next: ClaimNext | None = None
+    ) -> Completed:
+        """Write the end of attempts, in one round trip: the one way to write an outcome.
 
-        With ``stale_before`` (the sweep), only if the attempt showed no life since then.
-        None when the attempt no longer holds the job (or is not stale).
-        """
-        ...
+        Each :class:`~jobs_core.domain.Patch` (computed by :func:`jobs_core.domain.patch`) is
+        assigned as given to the row its ``ref`` holds (:func:`jobs_core.domain.apply`), only if
+        the attempt still holds it and, with ``seen_at`` (the sweep), its heartbeat is still
+        that one (:func:`jobs_core.domain.applies`). The same attempt twice: the first wins.
 
-    def finish_many(
-        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
-    ) -> list[Job | None]:
-        """:meth:`finish` for many attempts in one round trip, results in the same order."""
-        ...
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[tuple[AttemptRef, Outcome]],
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None = None,
-        *,
-        limits: ClaimLimits | None = None,
-        turn: FairTurn | None = None,
-    ) -> tuple[list[Job | None], list[Job]]:
-        """:meth:`finish_many` of ``outcomes`` then :meth:`claim` of up to ``limit`` jobs, in
-        one round trip: what a worker sends when a job ends while more work waits.
-
-        A job re-queued by ``outcomes`` is not claimed back by the same call.
+        With ``claim_next``, then :meth:`claim` with its arguments, in the same round trip:
+        what a worker sends when a job ends while more work waits. A job re-queued by these
+        patches is not claimed back by the same call.
         """
         ...
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
-        """Running jobs whose last sign of life is older than ``stale_before``."""
+        """Running jobs whose last sign of life (``heartbeat_at``, :attr:`Job.last_seen_at`) is
+        older than ``stale_before``."""
         ...
 
     def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
@@ -187,7 +189,8 @@ class JobStore(Protocol):
         ...
 
     def cancel(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
-        """Queued → cancelled at once; running → cancellation requested.
+        """:func:`jobs_core.domain.cancel` of the locked row: queued → cancelled at once;
+        running → cancellation requested.
 
         Raises :class:`~jobs_core.errors.InvalidTransition` for a finished job.
         """
@@ -202,4 +205,14 @@ class JobStore(Protocol):
 
     def delete(self, org_id: str, job_id: uuid.UUID) -> bool:
         """Delete a finished job; False if absent. ``InvalidTransition`` if not finished."""
+        ...
+
+    # -- operator reads across orgs (the CLI: ``jobs ls`` without ``--org``, ``jobs show ID``) --
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it; None if there is none."""
+        ...
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first, in one read (``before`` is
+        the same keyset cursor as in :meth:`list_jobs`)."""
         ...

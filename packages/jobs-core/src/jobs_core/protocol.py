@@ -116,11 +116,6 @@ def parse_progress(rest: str) -> Progress:
     return Progress(fraction, stage.strip()[:STAGE_MAX_CHARS])
 
 
-def format_progress(fraction: float, stage: str = "") -> str:
-    """The line a child writes (what a Python child may call instead of formatting it)."""
-    return f"{PROGRESS_PREFIX}{fraction:.4g} {stage}".rstrip()
-
-
 def format_checkpoint(state: Mapping[str, Any]) -> str:
     """A ``CHECKPOINT:`` line for ``state`` (one line of compact JSON)."""
     return CHECKPOINT_PREFIX + json.dumps(dict(state), separators=(",", ":"), allow_nan=False)

@@ -1,9 +1,12 @@
 """Running one claimed job: call its handler, turn what happened into an :class:`Outcome`.
 
-The worker deployable owns slots, threads and signals; this module owns the rules: an uncaught
-exception is a definitive failure (docs/contract.md §2), a declared-retryable one re-queues with
-backoff while attempts remain, a timeout fails the attempt, a cancellation ends the job
-``cancelled``.
+The worker deployable owns slots, threads and signals; this module owns the rules, all of them
+in one place: an uncaught exception is a definitive failure (docs/contract.md §2), a
+declared-retryable one re-queues with backoff while attempts remain, a timeout fails the attempt,
+a cancellation ends the job ``cancelled``, an unknown type or a ``SystemExit`` from a handler
+fails it (:func:`run_attempt`), a handler stopped by the worker's lease fence goes back to the
+queue (:func:`fenced_outcome`), an outcome the store refuses becomes a short failure
+(:func:`unrecordable_outcome`).
 
 Timeouts hold for every handler (docs/worker.md, "Timeouts"): a sync handler with a timeout and
 every async handler run on a thread of their own (an async one on its own event loop there), and
@@ -25,7 +28,7 @@ from typing import Any, cast
 
 from jobs_core.context import JobContext
 from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
-from jobs_core.errors import JobCancelled, JobTimeout, Snooze
+from jobs_core.errors import JobCancelled, JobTimeout, Snooze, UnknownJobType
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
 
@@ -40,6 +43,45 @@ caller stops waiting this much later, when that loop is blocked."""
 
 Overrun = Callable[[threading.Thread], None]
 """Told the thread of a handler that is still running after its attempt timed out."""
+
+
+def run_attempt(
+    registry: Registry,
+    ctx: JobContext,
+    now: Callable[[], datetime],
+    *,
+    on_overrun: Overrun | None = None,
+) -> Outcome:
+    """:func:`execute` the handler of ``ctx.job``'s type, found in ``registry``; an unknown type,
+    or whatever escapes the handler (``SystemExit`` or the like), fails the attempt."""
+    try:
+        return execute(registry.get(ctx.job.type), ctx, now, on_overrun=on_overrun)
+    except UnknownJobType as error:
+        return Failed(error=str(error), report={"exception_type": "UnknownJobType"})
+    except BaseException as error:  # SystemExit or the like from a handler: the job fails
+        return Failed(error=short_error(error), report={"exception_type": type(error).__qualname__})
+
+
+def fenced_outcome(
+    outcome: Outcome, fenced: str | None, cancel_requested: bool, now: Callable[[], datetime]
+) -> Outcome:
+    """The outcome of an attempt whose handler the lease fence may have stopped (``fenced``: the
+    fence's reason, docs/worker.md "The lease fence"). Cancelled by the fence and not by anyone's
+    request: back to the queue, the attempt refunded (written if the link returns before the
+    sweep takes the job). Otherwise ``outcome`` as it is."""
+    if fenced and isinstance(outcome, Cancelled) and not cancel_requested:
+        return Requeue(run_at=now(), error=fenced[:ERROR_MAX_CHARS], refund_attempt=True)
+    return outcome
+
+
+def unrecordable_outcome(error: BaseException) -> Failed:
+    """The failure written instead of an outcome the store refused for a reason other than an
+    outage (a report it cannot encode, say): a job never holds its slot because its outcome
+    cannot be written (docs/worker.md, "Document sizes")."""
+    return Failed(
+        error=f"the job's outcome could not be recorded: {short_error(error)}"[:ERROR_MAX_CHARS],
+        report={"exception_type": type(error).__qualname__},
+    )
 
 
 def execute(

@@ -15,7 +15,7 @@ import uuid
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -202,10 +202,3 @@ def validate_schedule(schedule: Schedule, cron: Cron, known_types: set[str] | No
             f"unknown job type {schedule.job_type!r}: a schedule enqueues a registered type "
             f"({', '.join(sorted(known_types)) or 'none registered'})"
         )
-
-
-def utc(instant: datetime) -> datetime:
-    """``instant`` as an aware UTC datetime (a naive one is refused)."""
-    if instant.tzinfo is None:
-        raise ValueError("a schedule needs timezone-aware instants")
-    return instant.astimezone(UTC)

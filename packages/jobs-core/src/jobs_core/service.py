@@ -17,7 +17,7 @@ from jobs_core import domain, flow
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
-from jobs_core.ports import Clock, JobFilter, JobStore
+from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
 from jobs_core.runner import call_on_fail
 from jobs_core.waiting import WaitReason, why_waiting
@@ -134,6 +134,18 @@ class JobService:
         """The org's jobs, newest first."""
         return self.store.list_jobs(org_id, query)
 
+    def get_any_org(self, job_id: uuid.UUID) -> Job:
+        """The job with this id, whichever org owns it (an operator's read: the CLI);
+        :class:`JobNotFound` if there is none."""
+        job = self.store.get_any_org(job_id)
+        if job is None:
+            raise JobNotFound()
+        return job
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org, newest first (an operator's read: the CLI)."""
+        return self.store.list_all_orgs(query)
+
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status for the org."""
         return self.store.stats(org_id)
@@ -182,6 +194,18 @@ class JobService:
         the store runs its plain claim)."""
         return self.registry.flow_limits() or None
 
+    def heartbeat(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """Show that the attempts ``refs`` are alive (docs/contract.md §5); the ids still held."""
+        return self.store.heartbeat(refs, self.clock.now())
+
+    def save_progress(self, ref: AttemptRef, progress: dict[str, Any]) -> bool:
+        """Write a running attempt's progress document; False if its lease is gone."""
+        return self.store.save_progress(ref, progress, self.clock.now())
+
+    def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
+        """The ids of the attempts ``refs`` whose cancellation was requested."""
+        return self.store.cancel_requested(refs)
+
     def why_waiting(self, job: Job) -> list[WaitReason]:
         """Why the queued ``job`` has not started yet (:mod:`jobs_core.waiting`); empty for a
         job that is not queued."""
@@ -194,39 +218,37 @@ class JobService:
 
     def complete(self, ref: AttemptRef, outcome: Outcome) -> Job | None:
         """Record the outcome of an attempt; run ``on_fail`` if it failed. None if stale."""
-        job = self.store.finish(ref, outcome, self.clock.now())
-        if job is not None:
-            call_on_fail(self.registry, job)
-        return job
+        return self.complete_many([(ref, outcome)])[0]
 
     def complete_many(self, outcomes: Sequence[tuple[AttemptRef, Outcome]]) -> list[Job | None]:
         """:meth:`complete` for many attempts in one round trip."""
-        jobs = self.store.finish_many(outcomes, self.clock.now()) if outcomes else []
-        for job in jobs:
-            if job is not None:
-                call_on_fail(self.registry, job)
-        return jobs
+        finished, _ = self._complete(outcomes, 0)
+        return finished
 
     def complete_and_claim(
         self, outcomes: Sequence[tuple[AttemptRef, Outcome]], limit: int
     ) -> tuple[list[Job | None], list[Job]]:
         """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
         ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
-        limits = self._limits()
-        if limits is None and self.fair_claim:
-            turn = self._turn
-            finished, claimed = self.store.finish_and_claim(
-                outcomes, limit, self.clock.now(), self.registry.names(), turn=turn
-            )
-            self._turn = flow.next_turn(turn, claimed)
-        elif limits is None:
-            finished, claimed = self.store.finish_and_claim(
-                outcomes, limit, self.clock.now(), self.registry.names()
-            )
-        else:
-            finished, claimed = self.store.finish_and_claim(
-                outcomes, limit, self.clock.now(), self.registry.names(), limits=limits
-            )
+        return self._complete(outcomes, limit)
+
+    def _complete(
+        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], limit: int
+    ) -> tuple[list[Job | None], list[Job]]:
+        """The outcomes as the domain's patches, written in one call of
+        :meth:`JobStore.complete`, with a claim of up to ``limit`` jobs (none for 0)."""
+        now = self.clock.now()
+        patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
+        claim_next = None
+        if limit > 0:
+            limits = self._limits()
+            turn = self._turn if limits is None and self.fair_claim else None
+            claim_next = ClaimNext(limit, now, self.registry.names(), limits, turn)
+        elif not patches:
+            return [], []
+        finished, claimed = self.store.complete(patches, claim_next=claim_next)
+        if claim_next is not None and claim_next.turn is not None:
+            self._turn = flow.next_turn(claim_next.turn, claimed)
         for job in finished:
             if job is not None:
                 call_on_fail(self.registry, job)
@@ -235,8 +257,9 @@ class JobService:
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
         """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
 
-        Safe with several sweepers at once: each change is conditional on the attempt's lease
-        and on its still being stale, so one sweeper wins and only it calls ``on_fail``.
+        Safe with several sweepers at once: each write (:func:`jobs_core.domain.sweep_patch`) is
+        conditional on the attempt's lease and on the heartbeat the sweep read, so one sweeper
+        wins and only it calls ``on_fail``; a job that showed life in between is left alone.
         """
         report = SweepReport()
         now = self.clock.now()
@@ -244,8 +267,7 @@ class JobService:
         while True:
             stale = self.store.find_stale(stale_before, batch)
             for job in stale:
-                outcome = domain.sweep_outcome(job, now)
-                updated = self.store.finish(job.ref, outcome, now, stale_before=stale_before)
+                [updated] = self.store.complete([domain.sweep_patch(job, now)]).finished
                 if updated is None:
                     continue
                 if updated.status is Status.FAILED:

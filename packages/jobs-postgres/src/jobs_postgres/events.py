@@ -10,8 +10,10 @@ database still running (``_BOUNDARY``): every such transaction has ended, so no 
 later *before* the reader's cursor. A row waits at most as long as the oldest open write
 transaction of the database. Decision 0013 says why, and what was measured.
 
-Wake-ups: the store's statements that change statuses already ``NOTIFY jobs_events``; the feed
-LISTENs on that channel to read at once, and polls as the fallback (progress writes).
+Wake-ups: none. The feed is polled (the API's hub reads every ``JOBS_EVENTS_POLL_S`` while a
+stream is open): a NOTIFY in the claim's or the finish's transaction would serialise the commits
+of every worker (PostgreSQL takes one lock for all notifying commits), which cost the drain
+more than a poll of an index costs the API (decision 0013, bench/NOTES.md).
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from jobs_core.events import EventBatch, EventKind, JobEvent, Position, Present
 from sqlalchemy import Engine, text
 
 from jobs_postgres.errors import unavailable_as_store_error
-from jobs_postgres.sql import EVENTS_CHANNEL
 
 # The boundary of what is final: the oldest transaction of *this* database still running (or
 # the snapshot's xmax when there is none). A transaction of another database can never write
@@ -76,10 +77,17 @@ FROM b, s"""
 )
 STATE = text("SELECT id_key, horizon_xid, horizon_seq FROM job_events_state WHERE id = 1")
 
-# Index: job_events_at_idx. The horizon moves to the greatest position pruned.
-PRUNE = text(
-    """
-WITH gone AS (DELETE FROM job_events WHERE at < :before RETURNING xid, seq),
+# The prune forgets a prefix of the log in position order: every row before the first one
+# written at or after ``:before``. Positions follow commit order, so that prefix is the old part
+# of the log; a row older than its position says (a long transaction's) waits for the next
+# prune. No index on ``at``: each change of a job would write an entry into it.
+#
+# Index: job_events_pkey, walked from the oldest row up to the first young one.
+FIRST_YOUNG = text(
+    "SELECT xid::text::bigint, seq FROM job_events WHERE at >= :before ORDER BY xid, seq LIMIT 1"
+)
+_FORGET = """
+WITH gone AS (DELETE FROM job_events e WHERE {bound} RETURNING xid, seq),
 top AS (
     SELECT xid::text::bigint AS xid, seq FROM gone ORDER BY xid DESC, seq DESC LIMIT 1
 ),
@@ -90,7 +98,15 @@ moved AS (
 )
 SELECT count(*) FROM gone
 """
+# Index: job_events_pkey, the range before the first young row. The horizon moves to the
+# greatest position forgotten.
+FORGET_BEFORE = text(
+    _FORGET.format(
+        bound="(e.xid, e.seq) < (CAST(CAST(:xid AS text) AS xid8), CAST(:seq AS bigint))"
+    )
 )
+# Every row is old (none young was found in the same transaction): all of them.
+FORGET_ALL_OLD = text(_FORGET.format(bound="e.at < :before"))
 
 
 def _stamp(raw: Any) -> datetime | None:
@@ -122,24 +138,42 @@ def job_of(row: dict[str, Any]) -> Job:
     )
 
 
+READER_NAME = "jobs-events-reader"
+"""The ``application_name`` of the feed's one reading connection (:class:`PostgresEventFeed`)."""
+
+
 class PostgresEventFeed:
-    """A ``jobs_core.events.EventFeed`` over ``job_events``."""
+    """A ``jobs_core.events.EventFeed`` over ``job_events``.
+
+    The reads of the whole log (``read`` without an org, ``head``, ``prune``: what the process's
+    one hub does, whatever the number of streams) go through a connection of their own, named
+    :data:`READER_NAME` in ``pg_stat_activity``: one per API process. The reads for one client
+    (its replay after ``Last-Event-ID``, the snapshot of its start) use ``engine``'s pool like
+    any request.
+    """
 
     def __init__(self, engine: Engine) -> None:
+        from jobs_postgres.database import create_engine
+
         self._engine = engine
         self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        self._url = engine.url.render_as_string(hide_password=False)
-        self._wakeup: Any = None
-        self._lock = threading.Lock()
+        self._reader = create_engine(
+            engine.url.render_as_string(hide_password=False),
+            session_settings={"application_name": READER_NAME},
+            pool_size=1,
+            max_overflow=0,
+        )
+        self._reading = self._reader.execution_options(isolation_level="AUTOCOMMIT")
+        self._closed = threading.Event()
         self._key: bytes | None = None
 
     def read(self, after: Position, limit: int, org_id: str | None = None) -> EventBatch:
         """Up to ``limit`` final events after ``after``."""
         params: dict[str, Any] = {"xid": after.xid, "seq": after.seq, "limit": limit}
-        statement = READ_ALL
+        statement, engine = READ_ALL, self._reading
         if org_id is not None:
-            statement, params["org_id"] = READ_ORG, org_id
-        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+            statement, params["org_id"], engine = READ_ORG, org_id, self._autocommit
+        with unavailable_as_store_error(), engine.connect() as conn:
             rows = conn.execute(statement, params).all()
         events: list[JobEvent] = []
         boundary = rows[0][5] if rows else 0
@@ -157,7 +191,7 @@ class PostgresEventFeed:
 
     def head(self) -> Position:
         """``(boundary, 0)``: every row written from now on comes after it."""
-        with unavailable_as_store_error(), self._autocommit.connect() as conn:
+        with unavailable_as_store_error(), self._reading.connect() as conn:
             return Position(int(conn.execute(HEAD).scalar_one()), 0)
 
     def present(self) -> Present:
@@ -184,23 +218,20 @@ class PostgresEventFeed:
         return bytes(key), int(xid), int(seq)
 
     def wait(self, timeout: float) -> None:
-        """Until ``NOTIFY jobs_events`` (a status changed) or ``timeout``."""
-        with self._lock:
-            if self._wakeup is None:
-                from jobs_postgres.wakeup import PostgresWakeup
-
-                self._wakeup = PostgresWakeup(self._url, EVENTS_CHANNEL)
-            wakeup = self._wakeup
-        wakeup.wait(timeout)
+        """Sleep ``timeout`` seconds (or until :meth:`close`): nothing signals a change, the
+        log is polled (see the module's docstring)."""
+        self._closed.wait(timeout)
 
     def prune(self, before: datetime) -> int:
         """Delete the events written before ``before``; the horizon follows."""
-        with unavailable_as_store_error(), self._engine.begin() as conn:
-            return int(conn.execute(PRUNE, {"before": before}).scalar_one())
+        with unavailable_as_store_error(), self._reader.begin() as conn:
+            young = conn.execute(FIRST_YOUNG, {"before": before}).first()
+            if young is None:
+                return int(conn.execute(FORGET_ALL_OLD, {"before": before}).scalar_one())
+            bound = {"xid": young[0], "seq": young[1]}
+            return int(conn.execute(FORGET_BEFORE, bound).scalar_one())
 
     def close(self) -> None:
-        """Stop listening."""
-        with self._lock:
-            wakeup, self._wakeup = self._wakeup, None
-        if wakeup is not None:
-            wakeup.close()
+        """Wake a :meth:`wait` in progress; close the reading connection."""
+        self._closed.set()
+        self._reader.dispose()

@@ -25,6 +25,8 @@ from typing import Any
 
 from jobs_core.flow import ClaimLimits
 
+from jobs_postgres.sql import claim_set
+
 # Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
 _KEY_LOCK = "hashtextextended(d.type || chr(31) || d.concurrency_key, 1501)"
 _TYPE_LOCK = "hashtextextended(d.type, 1502)"
@@ -52,7 +54,8 @@ def lock_candidates(with_types: bool) -> str:
     """Statement 1 of a claim under limits (psycopg syntax): the ids of the locked candidates.
 
     Index: jobs_queue_idx for the walk (its queued range in claim order: it stops after
-    ``limit`` candidates), jobs_running_key_idx for the running set.
+    ``limit`` candidates), and its ``running`` range for the running set (small: one row per
+    busy slot).
     """
     type_filter = "AND j.type = ANY(CAST(%(types)s AS text[]))" if with_types else ""
     return f"""
@@ -100,7 +103,7 @@ def claim_admitted(columns: str) -> str:
     A candidate fits when the running jobs of its key plus the candidates of that key before
     it stay under the key's limit, and likewise for its type among the candidates that fit
     their key (:func:`jobs_core.flow.admit`, in SQL). Index: the primary key for the
-    candidates, jobs_running_key_idx for the counts.
+    candidates, jobs_queue_idx's ``running`` range for the counts.
     """
     return f"""
 WITH {_LIMITS},
@@ -135,11 +138,7 @@ due AS (
     WHERE k.type_limit IS NULL OR coalesce(tr.n, 0) + k.type_rank <= k.type_limit
 )
 UPDATE jobs AS j
-SET status = 'running',
-    attempts = j.attempts + 1,
-    started_at = %(now)s,
-    lease = gen_random_uuid(),
-    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
+{claim_set("%(now)s")}
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))
 RETURNING {columns}
 """
@@ -158,8 +157,8 @@ def limit_params(limits: ClaimLimits) -> dict[str, Any]:
 def waiting_facts() -> str:
     """The counts of "why is this job waiting?" for one job (psycopg syntax).
 
-    Index: jobs_running_key_idx for the running counts; jobs_queue_idx for the jobs ahead
-    (its queued range, up to the cap); the worker table is small.
+    Index: jobs_queue_idx, its ``running`` range for the running counts and its queued range
+    for the jobs ahead (up to the cap); the worker table is small.
     """
     return """
 SELECT

@@ -10,7 +10,6 @@ scan). No batch holds a lock or a snapshot longer than itself, so vacuum keeps u
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 from jobs_core.retention import Key, RetentionSettings
@@ -143,10 +142,3 @@ def explain_batch(engine: Engine, job_type: str, before: Key, limit: int = 1000)
             },
         ).all()
     return "\n".join(str(row[0]) for row in rows)
-
-
-def now_of(engine: Engine) -> datetime:
-    """The server's clock (the purge compares ages with rows the server stamped)."""
-    with engine.connect() as conn:
-        value: datetime = conn.execute(text("SELECT now()")).scalar_one()
-    return value

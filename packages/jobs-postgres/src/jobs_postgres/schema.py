@@ -31,9 +31,6 @@ metadata = MetaData()
 
 TIMESTAMPTZ = TIMESTAMP(timezone=True)
 
-STATUSES = ("queued", "running", "done", "failed", "cancelled")
-DEDUP_SCOPES = ("queue", "active")
-
 QUEUE_INDEX = "jobs_queue_idx"
 """The partial index the claim, the sweep and the stale scan walk (see ``jobs_postgres.sql``)."""
 
@@ -82,6 +79,10 @@ jobs = Table(
     Column("priority", Integer, nullable=False, server_default=text("0")),
     Column("concurrency_key", Text),
     Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    # -- the heartbeat (migration 0006_heartbeat_at, decision 0020) -------------------------------
+    # When the running attempt last showed life: set by the claim, every heartbeat and every
+    # progress save; the sweep reads it (docs/contract.md §5).
+    Column("heartbeat_at", TIMESTAMPTZ),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(
@@ -115,13 +116,9 @@ Index(
     jobs.c.id,
     postgresql_where=text("status IN ('queued', 'running')"),
 )
-# Running jobs per (type, concurrency key): what a claim under limits counts (decision 0015).
-Index(
-    "jobs_running_key_idx",
-    jobs.c.type,
-    jobs.c.concurrency_key,
-    postgresql_where=text("status = 'running'"),
-)
+# No index of running jobs per key: a claim under limits counts the running set through
+# QUEUE_INDEX's ``running`` range (the set is as small as the workers' slots), so a claim
+# writes one index entry fewer (migration 0008_lighter_writes).
 
 # Queued jobs per org in claim order: the fair claim's skip scan over orgs and each org's head
 # (jobs_postgres.fair; decision 0015 "Fairness between orgs").
@@ -195,7 +192,8 @@ job_events = Table(
         "autovacuum_vacuum_insert_scale_factor": "0.05",
     },
 )
-Index("job_events_at_idx", job_events.c.at)  # the retention prune
+# No index on ``at``: the prune walks the primary key from its oldest row (positions follow
+# commit time) and stops at the first row still young (migration 0008_lighter_writes).
 
 job_events_state = Table(
     "job_events_state",

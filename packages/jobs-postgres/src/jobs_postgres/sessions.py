@@ -2,7 +2,7 @@
 
 Only ``sha256(cookie)`` is stored, with the token the session was opened with: a session is live
 while it is not ended, not expired and its token is not revoked, so revoking a token ends its
-sessions. The API defines the matching ``SessionStore`` Protocol (``jobs_api.sessions``).
+sessions. It implements the session port ``jobs_core.tokens.SessionStore``.
 """
 
 from __future__ import annotations

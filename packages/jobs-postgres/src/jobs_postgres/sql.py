@@ -5,9 +5,11 @@ Conventions:
   the server's ``now()``, so a fake clock moves time on PostgreSQL as on memory (decision 0002);
 - worker writes are fenced: ``WHERE id = … AND lease = … AND status = 'running'``;
 - a statement that makes work available (insert, re-queue, retry) sends one
-  ``pg_notify('jobs_new', '')`` (the ``wake`` CTE), and a statement that changes statuses sends
-  one ``pg_notify('jobs_events', <json>)`` (the ``events`` CTE), once per statement whatever the
-  number of rows. Both are delivered when the transaction commits.
+  ``pg_notify('jobs_new', '')`` (the ``wake`` CTE), once per statement whatever the number of
+  rows, delivered when the transaction commits. Nothing else notifies: a transaction that
+  NOTIFYs takes a lock that serialises the commits of every notifying transaction, so the
+  claim and the finish of a job (the drain) never notify; the event stream reads the
+  ``job_events`` log instead (docs/events.md).
 - parameters are written ``CAST(:p AS type)``: SQLAlchemy's ``text()`` would read ``:p::type``
   as a parameter named ``p:``.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, TextClause, and_, select, text, tuple_
+from sqlalchemy import ColumnElement, Select, TextClause, select, text, tuple_
 
 from jobs_postgres.fair import fair_due
 from jobs_postgres.schema import jobs
@@ -31,7 +33,6 @@ def _columns(alias: str) -> str:
 
 
 NEW_WORK_CHANNEL = "jobs_new"
-EVENTS_CHANNEL = "jobs_events"
 
 # One wake-up per statement, only if ``source`` yielded a row that is queued. Identical
 # notifications of one transaction are folded into one by the server anyway.
@@ -40,40 +41,13 @@ wake AS (
     SELECT pg_notify('jobs_new', '') FROM {source} WHERE status = 'queued' HAVING count(*) > 0
 )"""
 
-# One event per statement: the job itself for a single row, a summary for a batch (a NOTIFY
-# payload must stay under 8000 bytes; the listener re-reads what it needs).
-_EVENTS = """
-events AS (
-    SELECT pg_notify(
-        'jobs_events',
-        CASE WHEN count(*) = 1
-            THEN json_build_object(
-                'id', min(id::text), 'org_id', min(org_id), 'status', min(status)
-            )::text
-            ELSE json_build_object(
-                'count', count(*),
-                'org_ids', CASE WHEN sum(length(org_id)) < 4000 THEN json_agg(DISTINCT org_id) END
-            )::text
-        END
-    )
-    FROM {source}
-    HAVING count(*) > 0
-)"""
+# A CTE that nothing reads is never run: the final SELECT joins the notify CTE (one row at
+# most) so it is evaluated, without changing the rows returned.
+_NOTIFIED = "LEFT JOIN wake ON true"
 
-# A CTE that nothing reads is never run: the final SELECT joins the notify CTEs (one row at
-# most each) so they are evaluated, without changing the rows returned.
-_NOTIFIED = "LEFT JOIN wake ON true LEFT JOIN events ON true"
-
-# When the attempt last showed life (domain.Job.last_seen_at): the later of its heartbeat and
-# its start. The heartbeat is read only if it has the shape the store writes (an ISO 8601
-# instant with an offset), so a handler's odd ``updated_at`` can never break the sweep.
-LAST_SEEN = """greatest(
-    CASE WHEN {t}.progress->>'updated_at'
-              ~ '^\\d{{4}}-\\d\\d-\\d\\dT\\d\\d:\\d\\d(:\\d\\d(\\.\\d+)?)?([+-]\\d\\d:\\d\\d|Z)$'
-         THEN ({t}.progress->>'updated_at')::timestamptz
-    END,
-    {t}.started_at
-)"""
+# When the attempt last showed life (domain.Job.last_seen_at): its heartbeat_at, which the claim
+# sets to its start; its start for a row that never had one.
+_LAST_SEEN = "coalesce(j.heartbeat_at, j.started_at)"
 
 
 # -- enqueue ----------------------------------------------------------------------------------
@@ -86,8 +60,7 @@ ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) DO NOTHING"
 # connection's fifth run): SQLAlchemy's execution and result machinery cost a third of the call
 # (bench/NOTES.md §4). The id is the caller's (uuid7), so the caller builds the inserted job
 # itself (domain.new_job) and only the id comes back, and a try repeated after a lost connection
-# can tell whether the first one committed (EXISTS_ID). The event's JSON ({id, org_id,
-# status}, as _EVENTS makes for one row) is the caller's too.
+# can tell whether the first one committed (EXISTS_ID).
 INSERT = f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
@@ -102,8 +75,7 @@ WITH inserted AS (
     {ON_DEDUP_CONFLICT}
     RETURNING j.id
 ),
-wake AS (SELECT pg_notify('jobs_new', '') FROM inserted),
-events AS (SELECT pg_notify('jobs_events', CAST(%(event)s AS text)) FROM inserted)
+wake AS (SELECT pg_notify('jobs_new', '') FROM inserted)
 SELECT inserted.id FROM inserted {_NOTIFIED}
 """
 
@@ -134,12 +106,11 @@ WITH inserted AS (
     {ON_DEDUP_CONFLICT}
     RETURNING j.id, j.org_id, j.status, j.dedup_key
 ),
-{_WAKE.format(source="inserted")},
-{_EVENTS.format(source="inserted")}
+{_WAKE.format(source="inserted")}
 -- One row: the ids of the inserted jobs that have a key (a job without one is always
--- inserted), and the notify CTEs, read here whatever the filter.
+-- inserted), and the notify CTE, read here whatever the filter.
 SELECT array_agg(inserted.id) FILTER (WHERE inserted.dedup_key IS NOT NULL) AS keyed,
-       (SELECT count(*) FROM wake) + (SELECT count(*) FROM events) AS notified
+       (SELECT count(*) FROM wake) AS notified
 FROM inserted
 """
 
@@ -199,7 +170,7 @@ def drop_incoming(table: str) -> TextClause:
 
 # A batch without dedup keys cannot conflict (its ids are the caller's, uuid v7): it is COPied
 # straight into jobs, with no temporary table, no INSERT … SELECT and no speculative insertion
-# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTEs would, in the same
+# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTE would, in the same
 # transaction. ``payload`` is sent in jsonb's binary form (a version byte, 1, then the JSON
 # text), which the caller declares as bytea: psycopg's jsonb dumper would serialise it again.
 COPY_JOBS = (
@@ -218,7 +189,7 @@ COPY_JOBS_TYPES = (
     "int4",
     "text",
 )
-NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', ''), pg_notify('jobs_events', %(event)s)"
+NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', '')"
 
 
 # Index: jobs_org_dedup_key_key (equality on both columns).
@@ -257,16 +228,25 @@ def _due(types: Sequence[str] | None) -> str:
 )"""
 
 
+def claim_set(now: str) -> str:
+    """The SET list of every claim (this module's, and the claim under limits of
+    :mod:`jobs_postgres.flow`), ``now`` the instant's placeholder: domain.claim applied to rows
+    the database picks, the one transition whose rows the core cannot see before it is written
+    (decision 0020). The contract suite compares each claimed row with domain.claim of it."""
+    return f"""SET status = 'running',
+    attempts = j.attempts + 1,
+    started_at = {now},
+    heartbeat_at = {now},
+    lease = gen_random_uuid(),
+    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END"""
+
+
 # The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
 # join with the CTE could be planned as a scan of the whole table, whose history the planner
 # cannot see through the CTE. The key of a ``queue``-scope job is released in the same
 # statement (docs/contract.md §3).
 _CLAIM_DUE = f"""UPDATE jobs AS j
-SET status = 'running',
-    attempts = j.attempts + 1,
-    started_at = :now,
-    lease = gen_random_uuid(),
-    dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END
+{claim_set(":now")}
 -- no status test here: the rows are locked since they matched it, and a status condition
 -- would let the planner walk every queued row of jobs_queue_idx instead of probing the key
 WHERE j.id = ANY(ARRAY(SELECT id FROM due))
@@ -287,12 +267,14 @@ CLAIM_FAIR_ALL = claim(None, fair=True)
 CLAIM_FAIR_TYPES = claim((), fair=True)
 
 # Index: the primary key, probed with ``id = ANY(:ids)`` (never a join planned as a scan of
-# the history). Merges ``updated_at`` into the progress document
-# (domain.heartbeat_progress): the update touches no indexed column, so it is a HOT update.
+# the history). domain.heartbeat: sets heartbeat_at and merges ``updated_at`` into the progress
+# document (the public mark of the heartbeat, docs/contract.md §5); the update touches no
+# indexed column, so it is a HOT update.
 HEARTBEAT = text(
     f"""
 UPDATE jobs AS j
-SET progress = coalesce(j.progress, '{{}}'::jsonb)
+SET heartbeat_at = CAST(:now AS timestamptz),
+    progress = coalesce(j.progress, '{{}}'::jsonb)
                || jsonb_build_object('updated_at', CAST(:beat AS text))
 FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
 WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id AND j.lease = r.lease
@@ -301,11 +283,12 @@ RETURNING j.id
 """
 )
 
-# Index: the primary key. Replaces the progress document (a HOT update, as HEARTBEAT).
+# Index: the primary key. domain.save_progress: replaces the progress document, a heartbeat
+# too (a HOT update, as HEARTBEAT).
 SAVE_PROGRESS = text(
     """
 UPDATE jobs
-SET progress = CAST(:progress AS jsonb)
+SET progress = CAST(:progress AS jsonb), heartbeat_at = CAST(:now AS timestamptz)
 WHERE id = :id AND lease = :lease AND status = 'running'
 """
 )
@@ -323,60 +306,52 @@ WHERE j.id = ANY(CAST(:ids AS uuid[]))
 )
 
 
-# A batch of outcomes as rows: ``:outcomes`` is a JSON array of ``{ord, id, lease, status,
-# run_at, error, report, keep_report, refund_attempt}`` (store._outcome_row).
+# A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
+# attempt with its ``ord`` (store._patches_json).
 _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
-        ord int, id uuid, lease uuid, status text, run_at timestamptz, error text,
-        report jsonb, keep_report boolean, refund_attempt boolean, snooze boolean
+        ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
+        run_at timestamptz, error text, report jsonb, finished_at timestamptz, dedup_key text,
+        clears_cancel_request boolean, seen_at timestamptz
     )
 )"""
 
-
-def _finished(stale: str) -> str:
-    """The ``finished`` CTE: domain.finish applied to every row of ``outcome``, fenced."""
-    return f"""finished AS (
+# The ``finished`` CTE: each row of ``outcome`` assigned as given (domain.apply), fenced on the
+# attempt (lease, still running) and, for a sweep's patch, on the heartbeat it read
+# (domain.applies). Nothing is decided here: the one column a patch does not carry is the
+# cancellation request, which a request may have set since the claim; the patch names whether
+# it is cleared (a re-queue) or kept (an end).
+_FINISHED = f"""finished AS (
     UPDATE jobs AS j
     SET status = o.status,
-        -- a worker shutting down hands its attempt back unconsumed
-        attempts = CASE WHEN o.refund_attempt OR o.snooze IS TRUE
-                        THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
-        snoozes = CASE WHEN o.snooze IS TRUE THEN j.snoozes + 1 ELSE j.snoozes END,
+        attempts = o.attempts,
+        snoozes = o.snoozes,
+        run_at = o.run_at,
         error = o.error,
-        report = CASE WHEN o.keep_report THEN j.report ELSE o.report END,
-        lease = NULL,
-        -- a re-queue keeps the key the job still holds; an end releases it
-        run_at = CASE WHEN o.status = 'queued' THEN o.run_at ELSE j.run_at END,
-        cancel_requested_at = CASE WHEN o.status = 'queued' THEN NULL
+        report = o.report,
+        finished_at = o.finished_at,
+        dedup_key = o.dedup_key,
+        cancel_requested_at = CASE WHEN o.clears_cancel_request THEN NULL
                                    ELSE j.cancel_requested_at END,
-        finished_at = CASE WHEN o.status = 'queued' THEN j.finished_at ELSE :now END,
-        dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
+        lease = NULL
     FROM outcome AS o
     WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
-      AND {_RUNNING} {stale}
+      AND {_RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
     RETURNING o.ord, {_columns("j")}
 )"""
 
 
-def finish(*, if_stale: bool) -> TextClause:
-    """Apply a batch of outcomes in one statement (domain.finish for each row).
-
-    Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and
-    status. The rows come back with their ``ord`` so the caller aligns them with its input
-    (an outcome whose attempt lost the job returns no row). With ``if_stale`` (the sweep) a
-    row is changed only if its attempt still shows no life since ``:stale_before``, so a
-    sweeper racing a slow heartbeat, or another sweeper, changes nothing.
-    """
-    stale = f"AND {LAST_SEEN.format(t='j')} < :stale_before" if if_stale else ""
-    return text(
-        f"""
+# Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and status.
+# The rows come back with their ``ord`` so the caller aligns them with its input (a patch
+# whose attempt lost the job returns no row).
+FINISH = text(
+    f"""
 WITH {_OUTCOME},
-{_finished(stale)},
-{_WAKE.format(source="finished")},
-{_EVENTS.format(source="finished")}
+{_FINISHED},
+{_WAKE.format(source="finished")}
 SELECT finished.* FROM finished {_NOTIFIED}
 """
-    )
+)
 
 
 def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
@@ -391,9 +366,8 @@ def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextCla
     return text(
         f"""
 WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
-{_finished("")},
+{_FINISHED},
 {_WAKE.format(source="finished")},
-{_EVENTS.format(source="finished")},
 {fair_due(types) if fair else _due(types)},
 claimed AS (
 {_CLAIM_DUE}
@@ -405,8 +379,6 @@ SELECT NULL, claimed.* FROM claimed
     )
 
 
-FINISH = finish(if_stale=False)
-FINISH_IF_STALE = finish(if_stale=True)
 FINISH_AND_CLAIM_ALL = finish_and_claim(None)
 FINISH_AND_CLAIM_TYPES = finish_and_claim(())
 FINISH_AND_CLAIM_FAIR_ALL = finish_and_claim(None, fair=True)
@@ -416,7 +388,7 @@ FINISH_AND_CLAIM_FAIR_TYPES = finish_and_claim((), fair=True)
 FIND_STALE = text(
     f"""
 SELECT {_columns("j")} FROM jobs AS j
-WHERE j.status = 'running' AND {LAST_SEEN.format(t="j")} < :stale_before
+WHERE j.status = 'running' AND {_LAST_SEEN} < :stale_before
 ORDER BY j.created_at, j.id
 LIMIT :limit
 """
@@ -427,6 +399,9 @@ LIMIT :limit
 
 # Index: the primary key; the org filter makes another org's job invisible.
 GET = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
+
+# Index: the primary key. An operator's read (the CLI's ``jobs show ID``), of any org.
+GET_ANY_ORG = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id")
 
 # Index: the primary key. Admin actions lock the row, apply the pure transition in Python
 # (jobs_core.domain) and write the result back with SAVE.
@@ -445,8 +420,7 @@ WITH saved AS (
     WHERE j.id = :id
     RETURNING {_columns("j")}
 ),
-{_WAKE.format(source="saved")},
-{_EVENTS.format(source="saved")}
+{_WAKE.format(source="saved")}
 SELECT saved.* FROM saved {_NOTIFIED}
 """
 )
@@ -460,19 +434,22 @@ STATS = text("SELECT status, count(*) FROM jobs WHERE org_id = :org_id GROUP BY 
 
 
 def list_jobs(
-    org_id: str,
+    org_id: str | None,
     statuses: Sequence[str] | None,
     type_name: str | None,
     before: tuple[datetime, object] | None,
     limit: int,
 ) -> Select[tuple[object, ...]]:
-    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id).
+    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id); with
+    ``org_id`` None, the jobs of every org (an operator's read: the CLI's ``jobs ls``).
 
     Index: jobs_org_type_created_idx with a type, jobs_org_created_idx without; both are in
     (created_at DESC, id DESC) order after the equality columns, so the page is read in order
-    and the row comparison of the cursor is an index condition.
+    and the row comparison of the cursor is an index condition. Across orgs no index has that
+    order: the matching rows are sorted for the top ``limit`` (the read the CLI made before it
+    was a port method; an operator's, rare).
     """
-    conditions = [jobs.c.org_id == org_id]
+    conditions: list[ColumnElement[bool]] = [] if org_id is None else [jobs.c.org_id == org_id]
     if statuses is not None:
         conditions.append(jobs.c.status.in_(list(statuses)))
     if type_name is not None:
@@ -482,15 +459,7 @@ def list_jobs(
     columns = [jobs.c[name] for name in COLUMNS]
     return (
         select(*columns)
-        .where(and_(*conditions))
+        .where(*conditions)
         .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
         .limit(limit)
     )
-
-
-# -- tokens -----------------------------------------------------------------------------------
-
-# Index: api_tokens_token_hash_key (the lookup of every authenticated request).
-TOKEN_ORG = text(
-    "SELECT org_id FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL"
-)

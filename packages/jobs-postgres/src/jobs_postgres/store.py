@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import os
 import secrets
 import time
@@ -25,21 +24,10 @@ from typing import Any, TypeVar
 
 import psycopg
 from jobs_core import codec, domain, uuid7
-from jobs_core.domain import (
-    AttemptRef,
-    Cancelled,
-    DedupScope,
-    Done,
-    Failed,
-    Job,
-    NewJob,
-    Outcome,
-    Requeue,
-    Status,
-)
-from jobs_core.errors import DedupConflict, InvalidTransition
+from jobs_core.domain import AttemptRef, DedupScope, Job, NewJob, Patch, Status
+from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
-from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
+from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 from sqlalchemy import Connection, Engine, TextClause, exc
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
@@ -59,8 +47,9 @@ Execute = Callable[[str, Mapping[str, Any]], Any]
 
 _STATUS = {status.value: status for status in Status}
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
-_DRIVER_SQL: dict[int, str] = {}
-"""The worker's statements as psycopg runs them (``%(name)s`` placeholders), compiled once."""
+_DRIVER_SQL: dict[TextClause, str] = {}
+"""The worker's statements as psycopg runs them (``%(name)s`` placeholders), compiled once each
+(keyed by the statement itself: they are the module constants of :mod:`jobs_postgres.sql`)."""
 _SCOPE = {scope.value: scope for scope in DedupScope}
 
 
@@ -133,10 +122,9 @@ class PostgresJobStore:
         """
         if self._bound is not None:
             return self._rows(statement, params)
-        query = _DRIVER_SQL.get(id(statement))
+        query = _DRIVER_SQL.get(statement)
         if query is None:
-            query = str(statement.compile(dialect=_DIALECT))
-            _DRIVER_SQL[id(statement)] = query
+            query = _DRIVER_SQL[statement] = str(statement.compile(dialect=_DIALECT))
         with unavailable_as_store_error():
             pooled = self._engine.raw_connection()
             try:
@@ -251,9 +239,6 @@ class PostgresJobStore:
             "run_at": new.run_at or now,
             "priority": new.priority,
             "concurrency_key": new.concurrency_key,
-            "event": json.dumps(
-                {"id": str(job_id), "org_id": new.org_id, "status": Status.QUEUED.value}
-            ),
         }
 
         def attempt(execute: Execute, retried: bool) -> bool:
@@ -351,7 +336,7 @@ class PostgresJobStore:
                                 spec.concurrency_key,
                             )
                         )
-                cursor.execute(sql.NOTIFY_INSERTED, {"event": _batch_event(new, ids)})
+                cursor.execute(sql.NOTIFY_INSERTED)
 
     def _copy_insert(
         self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
@@ -522,7 +507,8 @@ class PostgresJobStore:
         ]
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
-        """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
+        """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and
+        ``progress.updated_at``); the ids still held."""
         if not refs:
             return set()
         rows = self._rows(
@@ -530,18 +516,24 @@ class PostgresJobStore:
             {
                 "ids": [r.job_id for r in refs],
                 "leases": [r.lease for r in refs],
+                "now": now,
                 "beat": now.isoformat(),
             },
         )
         return {row[0] for row in rows}
 
     def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+        """:func:`jobs_core.domain.save_progress` on a held job; False if the lease is lost."""
         document = domain.heartbeat_progress(copy.deepcopy(progress), now)
         with self._statement() as conn:
             result = conn.execute(
                 sql.SAVE_PROGRESS,
-                {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)},
+                {
+                    "id": ref.job_id,
+                    "lease": ref.lease,
+                    "progress": _document_json(document),
+                    "now": now,
+                },
             )
             return bool(result.rowcount == 1)
 
@@ -555,52 +547,38 @@ class PostgresJobStore:
         )
         return {row[0] for row in rows}
 
-    def finish(
-        self,
-        ref: AttemptRef,
-        outcome: Outcome,
-        now: datetime,
-        *,
-        stale_before: datetime | None = None,
-    ) -> Job | None:
-        """Apply ``outcome`` to the held attempt; with ``stale_before``, only if still stale."""
-        return self._finish([(ref, outcome)], now, stale_before)[0]
+    def complete(
+        self, patches: Sequence[Patch], *, claim_next: ClaimNext | None = None
+    ) -> Completed:
+        """Assign each patch to the row its attempt holds (fenced), then, with ``claim_next``,
+        claim: in one statement (one round trip, one commit). A job re-queued by ``patches``
+        is not claimed back by the same call.
 
-    def finish_many(
-        self, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
-    ) -> list[Job | None]:
-        """:meth:`finish` for many attempts in one statement, results in the same order."""
-        return self._finish(outcomes, now, None)
-
-    def finish_and_claim(
-        self,
-        outcomes: Sequence[tuple[AttemptRef, Outcome]],
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None = None,
-        *,
-        limits: ClaimLimits | None = None,
-        turn: FairTurn | None = None,
-    ) -> tuple[list[Job | None], list[Job]]:
-        """:meth:`finish_many` then :meth:`claim`, in one statement (one round trip, one
-        commit). A job re-queued by ``outcomes`` is not claimed back by the same call.
-
-        Under ``limits`` the finish commits first, then the claim runs as :meth:`claim` does
-        (the places the finish freed are counted as free)."""
-        if not outcomes:
-            return [], self.claim(limit, now, types, limits=limits, turn=None if limits else turn)
+        Under ``claim_next.limits`` the patches commit first, then the claim runs as
+        :meth:`claim` does (the places the patches freed are counted as free)."""
+        if claim_next is None:
+            return Completed(self._finish(patches), [])
+        limit, now, types, limits = (
+            claim_next.limit,
+            claim_next.now,
+            claim_next.types,
+            claim_next.limits,
+        )
+        turn = None if limits else claim_next.turn
+        if not patches:
+            return Completed([], self.claim(limit, now, types, limits=limits, turn=turn))
         if limit <= 0 or (types is not None and not types):
-            return self._finish(outcomes, now, None), []
+            return Completed(self._finish(patches), [])
         if limits:
-            finished = self._finish(outcomes, now, None)
+            finished = self._finish(patches)
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
             claimed = [
                 job
                 for job in self.claim(limit, now, types, limits=limits)
                 if job.id not in requeued
             ]
-            return finished, claimed
-        params: dict[str, Any] = {"outcomes": _outcomes_json(outcomes), "now": now, "limit": limit}
+            return Completed(finished, claimed)
+        params: dict[str, Any] = {"outcomes": _patches_json(patches), "now": now, "limit": limit}
         if turn is not None:
             params["after"] = turn.after
         if types is None:
@@ -610,7 +588,7 @@ class PostgresJobStore:
                 sql.FINISH_AND_CLAIM_TYPES if turn is None else sql.FINISH_AND_CLAIM_FAIR_TYPES
             )
             params["types"] = list(types)
-        results: list[Job | None] = [None] * len(outcomes)
+        results: list[Job | None] = [None] * len(patches)
         claimed = []
         for row in self._hot_rows(statement, params):
             if row[0] is None:
@@ -618,22 +596,13 @@ class PostgresJobStore:
             else:
                 results[row[0]] = _job(row[1:])
         claimed.sort(key=domain.claim_order)
-        return results, claimed
+        return Completed(results, claimed)
 
-    def _finish(
-        self,
-        outcomes: Sequence[tuple[AttemptRef, Outcome]],
-        now: datetime,
-        stale_before: datetime | None,
-    ) -> list[Job | None]:
-        if not outcomes:
+    def _finish(self, patches: Sequence[Patch]) -> list[Job | None]:
+        if not patches:
             return []
-        params: dict[str, Any] = {"outcomes": _outcomes_json(outcomes), "now": now}
-        if stale_before is not None:
-            params["stale_before"] = stale_before
-        statement = sql.FINISH if stale_before is None else sql.FINISH_IF_STALE
-        results: list[Job | None] = [None] * len(outcomes)
-        for row in self._hot_rows(statement, params):
+        results: list[Job | None] = [None] * len(patches)
+        for row in self._hot_rows(sql.FINISH, {"outcomes": _patches_json(patches)}):
             results[row[0]] = _job(row[1:])
         return results
 
@@ -674,14 +643,9 @@ class PostgresJobStore:
             job = _locked(conn, org_id, job_id)
             if job is None:
                 return None
-            if job.status is Status.QUEUED:
-                updated = domain.cancel_queued(job, now)
-            elif job.status is Status.RUNNING:
-                updated = domain.request_cancel(job, now)
-                if updated is job:
-                    return job
-            else:
-                raise InvalidTransition(job.status, "cancel")
+            updated = domain.cancel(job, now)
+            if updated is job:  # a request already made: nothing to write
+                return job
             return _save(conn, job, updated)
 
     def retry(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
@@ -719,6 +683,20 @@ class PostgresJobStore:
             domain.check_deletable(job)
             conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
             return True
+
+    # -- operator reads across orgs -----------------------------------------------------------
+    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
+        """The job with this id, whichever org owns it (index: the primary key)."""
+        rows = self._read(sql.GET_ANY_ORG, {"id": job_id})
+        return _job(rows[0]) if rows else None
+
+    def list_all_orgs(self, query: JobFilter) -> list[Job]:
+        """The jobs of every org matching ``query``, newest first, in one statement."""
+        if query.limit <= 0:
+            return []
+        statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
+        statement = sql.list_jobs(None, statuses, query.type, query.before, query.limit)
+        return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
 
 
 def ascending_uuid7s(count: int) -> list[uuid.UUID]:
@@ -800,61 +778,41 @@ def _save(conn: Connection, before: Job, after: Job) -> Job:
 _CLAIM_ADMITTED = flow.claim_admitted(", ".join(f"j.{name}" for name in sql.COLUMNS))
 
 
-def _outcomes_json(outcomes: Sequence[tuple[AttemptRef, Outcome]]) -> str:
-    """The ``:outcomes`` parameter of FINISH: one row per attempt, ``ord`` its input index.
+def _patches_json(patches: Sequence[Patch]) -> str:
+    """The ``:outcomes`` parameter of FINISH: each patch's columns as given, ``ord`` its input
+    index (sql._OUTCOME).
 
-    The same attempt twice in a batch: the first outcome wins, as applied in order (after it
-    the job is no longer running under that lease)."""
+    The same attempt twice in a batch: the first patch wins, as applied in order (after it the
+    job is no longer running under that lease)."""
     batch = []
     seen: set[uuid.UUID] = set()
-    for ord_, (ref, outcome) in enumerate(outcomes):
-        if ref.job_id not in seen:
-            seen.add(ref.job_id)
-            batch.append(_outcome_row(ord_, ref, outcome))
+    for ord_, change in enumerate(patches):
+        ref = change.ref
+        if ref.job_id in seen:
+            continue
+        seen.add(ref.job_id)
+        batch.append(
+            {
+                "ord": ord_,
+                "id": str(ref.job_id),
+                "lease": str(ref.lease),
+                "status": change.status.value,
+                "attempts": change.attempts,
+                "snoozes": change.snoozes,
+                "run_at": change.run_at.isoformat(),
+                "error": change.error,
+                "report": change.report,
+                "finished_at": _instant(change.finished_at),
+                "dedup_key": change.dedup_key,
+                "clears_cancel_request": change.clears_cancel_request,
+                "seen_at": _instant(change.seen_at),
+            }
+        )
     return _document_json(batch)
 
 
-def _outcome_row(ord_: int, ref: AttemptRef, outcome: Outcome) -> dict[str, Any]:
-    """One element of the FINISH batch: the columns :func:`jobs_core.domain.finish` sets."""
-    row: dict[str, Any] = {
-        "ord": ord_,
-        "id": str(ref.job_id),
-        "lease": str(ref.lease),
-        "run_at": None,
-        "keep_report": False,
-        "refund_attempt": False,
-        "snooze": False,
-    }
-    if isinstance(outcome, Requeue):
-        row.update(
-            status=Status.QUEUED.value,
-            run_at=outcome.run_at.isoformat(),
-            error=outcome.error,
-            report=outcome.report,
-            keep_report=outcome.report is None,
-            refund_attempt=outcome.refund_attempt,
-            snooze=outcome.snooze,
-        )
-    elif isinstance(outcome, Done):
-        row.update(status=Status.DONE.value, error=None, report=outcome.report)
-    elif isinstance(outcome, Cancelled):
-        row.update(status=Status.CANCELLED.value, error="cancelled", report=outcome.report)
-    elif isinstance(outcome, Failed):
-        row.update(status=Status.FAILED.value, error=outcome.error, report=outcome.report)
-    else:  # pragma: no cover - Outcome is a closed union
-        raise TypeError(f"not an outcome: {outcome!r}")
-    return row
-
-
-def _batch_event(new: Sequence[NewJob], ids: Sequence[uuid.UUID]) -> str:
-    """The ``jobs_events`` payload of inserted queued jobs, as ``sql._EVENTS`` makes it: the job
-    for one, else the count and the orgs (none when their names would pass 4,000 characters:
-    a NOTIFY payload must stay under 8 kB)."""
-    if len(new) == 1:
-        return json.dumps({"id": str(ids[0]), "org_id": new[0].org_id, "status": "queued"})
-    orgs = [spec.org_id for spec in new]
-    names = sorted(set(orgs)) if sum(map(len, orgs)) < 4000 else None
-    return json.dumps({"count": len(new), "org_ids": names})
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def _all(result: Any) -> list[Any]:

@@ -1,34 +1,21 @@
-"""API token hashes in the ``api_tokens`` table.
+"""API token hashes in the ``api_tokens`` table: the PostgreSQL adapter of the token port
+``jobs_core.tokens.TokenStore`` (whose in-memory twin is ``jobs_core.tokens.InMemoryTokenStore``).
 
-The API hashes a token before it gets here: the table only ever holds ``token_hash``, so
-whoever reads it cannot authenticate. The API defines the matching ``TokenStore`` Protocol and
-an in-memory version (``jobs_api.auth``).
+A token is hashed before it gets here: the table only ever holds ``token_hash``, so whoever
+reads it cannot authenticate.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from jobs_core.tokens import TokenRecord
 from sqlalchemy import Engine, Select, exc, insert, select, update
 
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 from jobs_postgres.schema import api_tokens
-
-
-@dataclass(frozen=True, slots=True)
-class TokenRecord:
-    """What is stored about a token: never the token itself."""
-
-    id: uuid.UUID
-    org_id: str
-    token_hash: str
-    label: str | None
-    created_at: datetime
-    revoked_at: datetime | None = None
-
 
 _RECORD = (
     api_tokens.c.id,

@@ -8,7 +8,16 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from jobs_core import ACTIVE, FINISHED, Job, JobFilter, Status, SystemClock, UnknownJobType
+from jobs_core import (
+    ACTIVE,
+    FINISHED,
+    Job,
+    JobFilter,
+    JobNotFound,
+    Status,
+    SystemClock,
+    UnknownJobType,
+)
 
 from jobs_cli import db, render
 from jobs_cli.errors import CliError, UsageError
@@ -119,14 +128,8 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
         type=args.type,
         limit=args.limit,
     )
-    if args.org is not None:
-        with db.service(settings) as svc:
-            jobs = svc.list_jobs(args.org, query)
-    else:
-        from jobs_cli.admin_queries import list_all_orgs
-
-        with db.store(settings) as store:
-            jobs = list_all_orgs(store, query)
+    with db.service(settings) as svc:
+        jobs = svc.list_jobs(args.org, query) if args.org is not None else svc.list_all_orgs(query)
     if args.json:
         print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
         return 0
@@ -144,15 +147,10 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
         if args.org is not None:
             job = svc.get(args.org, job_id)
         else:
-            from jobs_postgres.store import PostgresJobStore
-
-            from jobs_cli.admin_queries import get_any_org
-
-            assert isinstance(svc.store, PostgresJobStore)
-            found = get_any_org(svc.store, job_id)
-            if found is None:
-                raise CliError(f"no job with id {job_id}")
-            job = found
+            try:
+                job = svc.get_any_org(job_id)
+            except JobNotFound:
+                raise CliError(f"no job with id {job_id}") from None
         waiting = svc.why_waiting(job)
     if args.json:
         document = render.job_json(job)

@@ -563,8 +563,10 @@ function renderDetail(job) {
     h("span", { className: "what", text: what }),
     h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
   $("#detail-payload").textContent = json(job.payload);
-  $("#detail-report").textContent = json(job.report);
   const trace = traceback(job);
+  // The traceback reads as text under Error, not as one escaped JSON string here as well.
+  $("#detail-report").textContent = json(
+    trace && job.error ? { ...job.report, traceback: "(shown under Error)" } : job.report);
   $("#detail-error").textContent = !job.error ? "—" : trace ? `${fullMessage(job)}\n\n${trace}` : fullMessage(job);
   $("#detail-error").classList.toggle("has-error", Boolean(job.error));
   $("#detail-actions").replaceChildren(...actionButtons(job, "detail"));

@@ -1,11 +1,13 @@
-"""Small builders shared by the contract tests (fixtures go through the port itself)."""
+"""Small builders shared by the parts of the contract suite (they go through the port itself)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from jobs_core import (
+    AttemptRef,
     DedupScope,
     FakeClock,
     Job,
@@ -16,7 +18,9 @@ from jobs_core import (
     Registry,
     RetryPolicy,
     constant,
+    domain,
 )
+from jobs_core.domain import Outcome
 from jobs_core.runner import execute
 
 
@@ -52,6 +56,21 @@ def make_registry(failures: list[Job] | None = None) -> Registry:
     )
     registry.register(JobType("history", ok, protected=True, retry=RetryPolicy((), constant(1))))
     return registry
+
+
+def finish_many(
+    store: JobStore, outcomes: Sequence[tuple[AttemptRef, Outcome]], now: datetime
+) -> list[Job | None]:
+    """Write outcomes through the port's one write: each one's patch
+    (:func:`jobs_core.domain.patch`) in one :meth:`JobStore.complete`."""
+    patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
+    return store.complete(patches).finished
+
+
+def finish(store: JobStore, ref: AttemptRef, outcome: Outcome, now: datetime) -> Job | None:
+    """One outcome written through :meth:`JobStore.complete` (None if the attempt lost it)."""
+    [job] = finish_many(store, [(ref, outcome)], now)
+    return job
 
 
 def run_claimed(service: JobService, job: Job, clock: FakeClock) -> Job | None:

@@ -32,6 +32,8 @@ from jobs_core.errors import DedupKeyOwned
 from jobs_core.runner import SNOOZED_TOO_OFTEN, execute
 from jobs_core.workers import WORKER_SILENT_S, WorkerInfo
 
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+
 ORG = "org-a"
 
 

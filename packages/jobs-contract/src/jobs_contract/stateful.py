@@ -30,7 +30,6 @@ from jobs_core import (
     Done,
     Failed,
     FakeClock,
-    InMemoryJobStore,
     InvalidTransition,
     Job,
     JobFilter,
@@ -41,9 +40,9 @@ from jobs_core import (
     Requeue,
     Status,
 )
-from sqlalchemy import Engine, text
 
-from tests.contract.helpers import make_registry
+from jobs_contract import STATE_MACHINE_EXAMPLES
+from jobs_contract.helpers import make_registry
 
 ORGS = ("org-a", "org-b")
 THRESHOLD_S = 600.0
@@ -230,22 +229,22 @@ def _machine_for(make_store: Callable[[], JobStore]) -> type[StoreMachine]:
 
 
 @pytest.fixture
-def store_factory(request: pytest.FixtureRequest, store: JobStore) -> Callable[[], JobStore]:
+def store_factory(jobs_store_factory: Callable[[], JobStore]) -> Callable[[], JobStore]:
     """A fresh empty store per hypothesis example, of the adapter under test."""
-    if isinstance(store, InMemoryJobStore):
-        return InMemoryJobStore
-    engine: Engine = request.getfixturevalue("pg_engine")
-
-    def fresh() -> JobStore:
-        with engine.begin() as connection:
-            connection.execute(text("TRUNCATE jobs"))
-        return store
-
-    return fresh
+    return jobs_store_factory
 
 
-def test_store_state_machine(store_factory: Callable[[], JobStore], store: JobStore) -> None:
-    examples = 60 if isinstance(store, InMemoryJobStore) else 25
+@pytest.fixture
+def examples(request: pytest.FixtureRequest) -> int:
+    """The adapter's ``jobs_state_machine_examples`` if it provides one, else the default."""
+    try:
+        value: int = request.getfixturevalue("jobs_state_machine_examples")
+    except pytest.FixtureLookupError:
+        return STATE_MACHINE_EXAMPLES
+    return value
+
+
+def test_store_state_machine(store_factory: Callable[[], JobStore], examples: int) -> None:
     run_state_machine_as_test(
         _machine_for(store_factory),
         settings=settings(

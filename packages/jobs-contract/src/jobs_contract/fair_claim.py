@@ -17,6 +17,8 @@ from jobs_core import Done, FakeClock, JobContext, JobService, JobStore, JobType
 from jobs_core.flow import FairTurn, fair_order, next_turn
 from jobs_core.memory import InMemoryJobStore
 
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+
 BACKLOG = 300  # org A's queued jobs; the bound does not depend on it (see the bench for 100,000)
 
 

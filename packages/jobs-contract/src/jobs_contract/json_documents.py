@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from jobs_core import Done, FakeClock, JobService, JobStore, NewJob, PayloadInvalid, Requeue, Status
 
-from tests.contract.helpers import claim_one, service_for
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import claim_one, finish, service_for
 
 ORG = "org-a"
 AT = datetime(2026, 12, 3, 15, 4, 5, 123456, tzinfo=UTC)
@@ -165,7 +166,7 @@ def test_a_report_is_never_refused_and_reads_back_the_same_on_every_adapter(
 ) -> None:
     job = service.enqueue(ORG, "crawl", {}).job
     running = claim_one(service)
-    done = store.finish(running.ref, Done(report=REPORT), clock.now())
+    done = finish(store, running.ref, Done(report=REPORT), clock.now())
     assert done is not None
     assert done.report == REPORT_READ
     assert service.get(ORG, job.id).report == REPORT_READ
@@ -177,7 +178,7 @@ def test_a_requeue_report_reads_back_the_same_on_every_adapter(
     job = service.enqueue(ORG, "crawl", {}).job
     running = claim_one(service)
     outcome = Requeue(clock.now() + timedelta(seconds=5), error="later", report={"at": AT})
-    requeued = store.finish(running.ref, outcome, clock.now())
+    requeued = finish(store, running.ref, outcome, clock.now())
     assert requeued is not None
     assert requeued.report == {"at": "2026-12-03T15:04:05.123456+00:00"}
     assert service.get(ORG, job.id).report == requeued.report

@@ -5,16 +5,13 @@ from the SQL trigger, the memory ones from ``jobs_core.events.change_kind``)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any
 
 import pytest
 from jobs_core import (
     Done,
     Failed,
     FakeClock,
-    InMemoryJobStore,
     JobService,
     JobStore,
     Requeue,
@@ -22,23 +19,17 @@ from jobs_core import (
 )
 from jobs_core.events import START, EventFeed, JobEvent, Position
 
-from tests.contract.helpers import claim_one, service_for
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import claim_one, service_for
 
 ORG = "org-a"
 OTHER_ORG = "org-b"
 
 
 @pytest.fixture
-def feed(store: JobStore, request: pytest.FixtureRequest) -> Iterator[EventFeed]:
-    """The event feed of the store under test."""
-    if isinstance(store, InMemoryJobStore):
-        yield store.events
-        return
-    from jobs_postgres.events import PostgresEventFeed
-
-    built = PostgresEventFeed(request.getfixturevalue("pg_engine"))
-    yield built
-    built.close()
+def feed(jobs_event_feed: EventFeed) -> EventFeed:
+    """The event feed of the store under test (the adapter's ``jobs_event_feed``)."""
+    return jobs_event_feed
 
 
 @pytest.fixture
@@ -201,39 +192,6 @@ def test_the_present_tells_committed_changes_apart(service: JobService, feed: Ev
     assert present.committed(by_job[before.id])
     assert not present.committed(by_job[after.id])
     assert present.cursor <= present.until
-
-
-@pytest.mark.postgres
-def test_the_present_is_a_snapshot_not_a_position(pg_engine: Any) -> None:
-    """A transaction that got its id first but commits after the present writes *below* a
-    change that committed before it: no single position separates them, the present does."""
-    from jobs_postgres.events import PostgresEventFeed
-    from jobs_postgres.store import PostgresJobStore
-    from sqlalchemy import text
-
-    feed = PostgresEventFeed(pg_engine)
-    service = service_for(PostgresJobStore(pg_engine), FakeClock())
-    try:
-        start = feed.head()
-        with pg_engine.connect() as slow:
-            slow.execute(text("SELECT pg_current_xact_id()"))  # its id, before the other's
-            early = service.enqueue(ORG, "reconcile").job  # a later id, committed now
-            present = feed.present()
-            slow.execute(
-                text("UPDATE jobs SET payload = '{\"late\": true}' WHERE id = :id"),
-                {"id": early.id},
-            )
-            slow.commit()
-        enqueued, updated = (
-            next(e for e in everything(feed, start) if e.kind.value == kind)
-            for kind in ("enqueued", "updated")
-        )
-        assert updated.position < enqueued.position  # id order is not commit order
-        assert enqueued.position > present.cursor  # a position alone would deliver it
-        assert present.committed(enqueued.position)
-        assert not present.committed(updated.position)
-    finally:
-        feed.close()
 
 
 def test_wait_returns_when_a_change_is_committed(service: JobService, feed: EventFeed) -> None:

@@ -24,10 +24,12 @@ from jobs_core import (
     JobStore,
     Requeue,
     Status,
+    domain,
 )
 from jobs_core.domain import parse_heartbeat
 
-from tests.contract.helpers import claim_one, run_claimed, service_for
+from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import claim_one, finish, finish_many, run_claimed, service_for
 
 ORG = "org-a"
 OTHER_ORG = "org-b"
@@ -154,7 +156,7 @@ class _WinnerFinishesBeforeReread:
         self.rereads += 1
         if self.rereads == 1:
             for job in self._store.claim(10, self._clock.now()):
-                self._store.finish(job.ref, Done({"raced": True}), self._clock.now())
+                finish(self._store, job.ref, Done({"raced": True}), self._clock.now())
         return self._store.find_by_dedup_key(org_id, dedup_key)
 
 
@@ -335,14 +337,14 @@ def test_finish_many_applies_each_outcome_and_skips_stale_refs(
         service.enqueue(ORG, "reconcile", {"i": i})
         clock.advance(0.001)
     a, b, c = service.claim(3)
-    store.finish(c.ref, Done(), clock.now())
-    results = store.finish_many(
-        [(a.ref, Done({"a": 1})), (c.ref, Done()), (b.ref, Failed("nope"))], clock.now()
+    finish(store, c.ref, Done(), clock.now())
+    results = finish_many(
+        store, [(a.ref, Done({"a": 1})), (c.ref, Done()), (b.ref, Failed("nope"))], clock.now()
     )
     assert [r.status if r else None for r in results] == [Status.DONE, None, Status.FAILED]
     assert results[0] is not None
     assert results[0].report == {"a": 1}
-    assert store.finish_many([], clock.now()) == []
+    assert finish_many(store, [], clock.now()) == []
 
 
 def test_complete_and_claim_writes_the_outcomes_then_claims_the_next_jobs(
@@ -352,7 +354,7 @@ def test_complete_and_claim_writes_the_outcomes_then_claims_the_next_jobs(
         service.enqueue(ORG, "reconcile", {"i": i})
         clock.advance(0.001)
     a, b, c = service.claim(3)
-    service.store.finish(c.ref, Done(), clock.now())
+    finish(service.store, c.ref, Done(), clock.now())
     finished, claimed = service.complete_and_claim(
         [(a.ref, Requeue(run_at=clock.now())), (b.ref, Failed("nope")), (c.ref, Done())], 5
     )
@@ -416,12 +418,12 @@ def test_a_stale_worker_cannot_overwrite_the_newer_attempt(
     assert new.lease != old.lease
     assert store.heartbeat([old.ref], clock.now()) == set()
     assert not store.save_progress(old.ref, {"done": 1}, clock.now())
-    assert store.finish(old.ref, Done({"stale": True}), clock.now()) is None
+    assert finish(store, old.ref, Done({"stale": True}), clock.now()) is None
     assert store.cancel_requested([old.ref]) == set()
     current = service.get(ORG, new.id)
     assert current.status is Status.RUNNING
     assert current.lease == new.lease
-    finished = store.finish(new.ref, Done({"fresh": True}), clock.now())
+    finished = finish(store, new.ref, Done({"fresh": True}), clock.now())
     assert finished is not None
     assert finished.report == {"fresh": True}
 
@@ -480,7 +482,8 @@ def test_sweep_skips_a_job_that_showed_life_after_it_was_found(
     [found] = store.find_stale(stale_before, 10)
     store.heartbeat([running.ref], clock.now())  # the worker was slow, not dead
     requeue = Requeue(run_at=clock.now())
-    assert store.finish(found.ref, requeue, clock.now(), stale_before=stale_before) is None
+    sweep = domain.patch(found.ref, requeue, clock.now(), seen_at=found.heartbeat_at)
+    assert store.complete([sweep]).finished[0] is None
     assert service.get(ORG, running.id).status is Status.RUNNING
 
 
@@ -491,7 +494,7 @@ def test_two_sweepers_at_once_apply_each_zombie_once(
         service.enqueue(ORG, "reconcile", {"i": i})
     running = service.claim(20)
     for job in running[:10]:  # these are at their cap: they will fail
-        service.store.finish(job.ref, Requeue(run_at=clock.now()), clock.now())
+        finish(service.store, job.ref, Requeue(run_at=clock.now()), clock.now())
     service.claim(10)
     service.claim(10)
     clock.advance(THRESHOLD_S + 1)
@@ -658,7 +661,7 @@ def test_a_refunded_requeue_hands_the_attempt_back(
     service.enqueue(ORG, "crawl", dedup_key="crawl:r")
     running = claim_one(service)
     assert running.attempts == 1
-    back = store.finish(running.ref, Requeue(run_at=clock.now(), refund_attempt=True), clock.now())
+    back = finish(store, running.ref, Requeue(run_at=clock.now(), refund_attempt=True), clock.now())
     assert back is not None
     assert back.status is Status.QUEUED
     assert back.attempts == 0

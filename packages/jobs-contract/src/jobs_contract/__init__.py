@@ -1,0 +1,49 @@
+"""jobs-contract: the contract suite of the store port, for any adapter (docs/adapters.md).
+
+What every :class:`jobs_core.JobStore` must do (docs/contract.md), as pytest tests that know
+nothing of the adapter they run on. An adapter's test suite provides a few fixtures and imports
+the parts it runs, one test module per part::
+
+    # conftest.py of the adapter's tests
+    @pytest.fixture
+    def jobs_store_factory() -> Callable[[], JobStore]: ...  # a store with no jobs, per call
+
+    @pytest.fixture
+    def jobs_event_feed(store: JobStore) -> EventFeed: ...  # only for jobs_contract.events
+
+    # test_contract_store.py (and one such file per part in PARTS)
+    from jobs_contract.store import *  # noqa: F403
+
+The fixtures the adapter provides:
+
+- ``jobs_store_factory`` (every part): a callable returning a store with no jobs; each call may
+  build a new store or empty the same one (the state machine calls it once per example).
+- ``jobs_event_feed`` (``jobs_contract.events``): the :class:`jobs_core.events.EventFeed` that
+  sees the changes of the test's ``store`` fixture (request ``store`` to get it).
+- ``jobs_state_machine_examples`` (optional, ``jobs_contract.stateful``): how many random
+  programs the state machine runs (default :data:`STATE_MACHINE_EXAMPLES`).
+
+The suite brings its own ``store`` (one call of the factory) and ``clock`` (a
+:class:`jobs_core.FakeClock`: time moves only when a test says so).
+"""
+
+import pytest
+
+PARTS = (
+    "jobs_contract.store",
+    "jobs_contract.operator_reads",
+    "jobs_contract.json_documents",
+    "jobs_contract.flow_control",
+    "jobs_contract.fair_claim",
+    "jobs_contract.stateful",
+    "jobs_contract.events",
+    "jobs_contract.transitions",
+)
+"""Every part of the suite: a module of tests to import into one test module of the adapter."""
+
+# The parts are imported into the adapter's test modules: pytest rewrites their asserts (so a
+# failure shows the values compared) only if it knows them before they are first imported.
+pytest.register_assert_rewrite(*PARTS, "jobs_contract.fixtures", "jobs_contract.helpers")
+
+STATE_MACHINE_EXAMPLES = 25
+"""The state machine's examples when the adapter does not say (``jobs_state_machine_examples``)."""
