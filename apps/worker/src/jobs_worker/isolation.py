@@ -48,6 +48,8 @@ class ChildRegistries:
     database_url: str | None
     data_dir: str
     shipped_modules: bool
+    modules: tuple[str, ...] | None = None
+    """``JOBS_MODULES`` as the worker read it (None: every installed module)."""
 
     def document(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -123,6 +125,7 @@ def child_registries_from(
     database_url: str | None,
     data_dir: Path,
     shipped_modules: bool,
+    modules: Sequence[str] | None = None,
 ) -> ChildRegistries:
     """The child's recipe; registries given as objects (not ``module:attribute`` paths) cannot
     cross a process boundary and are left out (their types cannot be isolated)."""
@@ -133,4 +136,5 @@ def child_registries_from(
         database_url=database_url,
         data_dir=str(data_dir),
         shipped_modules=shipped_modules,
+        modules=tuple(modules) if modules is not None else None,
     )
