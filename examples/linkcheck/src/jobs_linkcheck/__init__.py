@@ -1,0 +1,1 @@
+"""jobs-linkcheck: an example module of jobs, a small link checker (examples/linkcheck/README.md)."""
