@@ -5,8 +5,31 @@ LISTEN/NOTIFY wake-ups and the API token table.
 - :class:`~jobs_postgres.wakeup.PostgresWakeup` — the :class:`jobs_core.ports.Wakeup`;
 - :class:`~jobs_postgres.tokens.PostgresTokenStore` — API token hashes;
 - :mod:`jobs_postgres.migrations` — ``upgrade(url)``, ``downgrade(url)``, ``current(url)``;
-- :mod:`jobs_postgres.database` — ``create_engine(url)``, ``resolve_database_url(url, data_dir)``.
+- :mod:`jobs_postgres.database` — ``create_engine(url)``, ``resolve_database_url(url, data_dir)``;
+- :func:`jobs_postgres.enqueue` / :func:`jobs_postgres.enqueue_many` /
+  :func:`jobs_postgres.jobs_in` — enqueue inside a caller's SQLAlchemy ``Connection`` or
+  ``Session`` (its transaction commits the job with the caller's rows: a module's transactional
+  enqueue, :mod:`jobs_postgres.transactional`);
+- :mod:`jobs_postgres.modules` — what the deployables do with module declarations
+  (:mod:`jobs_core.modules`): migrate their chains, give them an engine.
 
 Submodules are imported lazily by their users (the CLI keeps its start-up light), so this
 package's ``__init__`` imports nothing heavy.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs_postgres.transactional import enqueue, enqueue_many, jobs_in
+
+__all__ = ["enqueue", "enqueue_many", "jobs_in"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from jobs_postgres import transactional
+
+        return getattr(transactional, name)
+    raise AttributeError(f"module 'jobs_postgres' has no attribute {name!r}")
