@@ -55,7 +55,7 @@ def statuses(engine: Engine, crawl_id: uuid.UUID) -> dict[str, int | None]:
         rows = conn.execute(
             sa.select(results.c.url, results.c.status_code).where(results.c.crawl_id == crawl_id)
         )
-        return dict(rows.tuples().all())
+        return {row.url: row.status_code for row in rows}
 
 
 def test_a_crawl_checks_every_reachable_page_once_and_records_its_status(
