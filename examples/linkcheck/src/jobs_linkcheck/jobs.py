@@ -203,6 +203,7 @@ class Handlers:
                     conn, self.registry, org_id, crawl_id, site=frontier.site, urls=batch
                 )
         save_frontier(ctx, frontier)
+        ctx.raise_if_cancelled()
         if not frontier.finished:
             ctx.snooze(self.settings.step_s, f"{len(frontier.pending)} fetches out")
         with records.connected(self.engine) as conn:
