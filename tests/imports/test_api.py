@@ -1,8 +1,9 @@
 """The Imports routes over HTTP (httpx against the API app, the real container on PostgreSQL).
 
 The app is the API's own (``create_app``) with the container the deployable builds
-(``build_container(..., modules=["jobs_imports"])``); tests only override the engine (the test
-database) and the clock, and run the queued jobs in process with the module the container built.
+(``build_container(..., modules=[the Imports module declaration])``); tests only override the
+engine (the test database) and the clock, and run the queued jobs in process with the module
+built on the same engine, data directory and clock.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from jobs_api.app import create_app
 from jobs_api.auth import issue_token
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
+from jobs_imports.module import module as imports_module
 from jobs_core import FakeClock, Registry
 from sqlalchemy import text
 
@@ -51,7 +53,7 @@ def anyio_backend() -> str:
 def container(imports_engine: Engine, data_dir: Path) -> Iterator[Container]:
     """The API's container as ``jobs api`` builds it, on the test database."""
     settings = ApiSettings(store="postgres", data_dir=data_dir, max_upload_bytes=UPLOAD_LIMIT)
-    built = build_container(settings, [Registry("none")], modules=["jobs_imports"])
+    built = build_container(settings, [Registry("none")], modules=[imports_module])
     built.engine.override(providers.Object(imports_engine))
     built.clock.override(providers.Object(FakeClock()))
     yield built
@@ -60,9 +62,10 @@ def container(imports_engine: Engine, data_dir: Path) -> Iterator[Container]:
 
 @pytest.fixture
 def module(container: Container) -> ImportsModule:
-    """The Imports module the container built (its service serves the routes)."""
-    built: ImportsModule = container.imports()
-    return built
+    """The Imports module as the API's routes build it (same engine, data dir, clock)."""
+    from jobs_imports.module import build_service_module
+
+    return build_service_module(container.module_context())
 
 
 @pytest.fixture
@@ -300,7 +303,7 @@ async def test_without_the_module_or_on_the_memory_store_there_are_no_imports_ro
     served = set(create_app(container).openapi()["paths"])
     assert {"/imports/csv", "/imports", "/imports/{import_id}", "/site-targets"} <= served
     cases = [
-        build_container(ApiSettings(store="memory"), [], modules=["jobs_imports"]),
+        build_container(ApiSettings(store="memory"), [], modules=[imports_module]),
         build_container(ApiSettings(store="postgres", data_dir=data_dir), []),
     ]
     for other in cases:
@@ -490,7 +493,7 @@ async def test_private_urls_are_allowed_with_the_development_opt_out(
     imports_engine: Engine, data_dir: Path
 ) -> None:
     settings = ApiSettings(store="postgres", data_dir=data_dir, allow_private_urls=True)
-    container = build_container(settings, [Registry("none")], modules=["jobs_imports"])
+    container = build_container(settings, [Registry("none")], modules=[imports_module])
     container.engine.override(providers.Object(imports_engine))
     transport = httpx.ASGITransport(app=create_app(container))
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:

@@ -17,6 +17,7 @@ from jobs_api.app import create_app
 from jobs_api.auth import issue_token
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
+from jobs_imports.module import module as imports_module
 from jobs_core import FakeClock, Registry
 from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
@@ -36,7 +37,7 @@ EXAMPLES_PER_OPERATION = 30
 def container(imports_engine: Engine, data_dir: Path) -> Iterator[Container]:
     """The API's container as ``jobs api`` builds it, on the test database."""
     settings_ = ApiSettings(store="postgres", data_dir=data_dir, max_upload_bytes=65536)
-    built = build_container(settings_, [Registry("none")], modules=["jobs_imports"])
+    built = build_container(settings_, [Registry("none")], modules=[imports_module])
     built.engine.override(providers.Object(imports_engine))
     built.clock.override(providers.Object(FakeClock()))
     yield built

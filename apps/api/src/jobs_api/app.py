@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import uvicorn
 from anyio import to_thread
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI
 
 from jobs_api.auth import current_org_blocking
-from jobs_api.containers import Container, build_container, serves_imports
+from jobs_api.containers import Container, build_container
 from jobs_api.events import router as events_router
 from jobs_api.guard import AuthenticateFirst, KeepConnectionOnError
 from jobs_api.job_types import router as job_types_router
@@ -32,26 +31,33 @@ API_VERSION = "1.0.0"
 SHUTDOWN_GRACE_S = 5
 """At shutdown, how long open responses (event streams) may run before they are cancelled."""
 
-UPLOAD_ENVELOPE_BYTES = 1024 * 1024
-"""Room for the multipart envelope (boundaries, part headers, form fields) around an upload."""
 
+def _module_routes(container: Container) -> tuple[list[APIRouter], dict[str, int]]:
+    """The routers of the served modules and their body limits (``{path: bytes}``).
 
-def _imports_router() -> tuple[APIRouter, str] | None:
-    """The Imports module's routes and its upload path (None if the module is not installed).
-
-    The module owns its routes (``jobs_imports.api``); the app gives them the module's service
-    from the container and the bearer-token org dependency.
+    Each module owns its routes (:attr:`jobs_core.modules.Module.routers`); the app gives its
+    builder the module context (the API's engine, settings, clock) and the org dependency, and
+    mounts every router behind that dependency: no module route is anonymous.
     """
-    if importlib.util.find_spec("jobs_imports") is None:
-        return None
-    from jobs_imports.api import UPLOAD_PATH, build_router
-    from jobs_imports.service import ImportsService
+    from jobs_core.modules import RouteContext, servable
 
-    def imports_service(request: Request) -> ImportsService:
-        container: Container = request.app.state.container
-        return container.imports().service
-
-    return build_router(imports_service, current_org_blocking), UPLOAD_PATH
+    context = container.module_context()
+    routers: list[APIRouter] = []
+    limits: dict[str, int] = {}
+    for module in servable(container.modules(), context):
+        if module.body_limits is not None:
+            limits.update(module.body_limits(context))
+        if module.routers is None:
+            continue
+        route_context = RouteContext(module=context, current_org=current_org_blocking)
+        for built in module.routers(route_context):
+            if not isinstance(built, APIRouter):
+                raise TypeError(
+                    f"module {module.name!r}: routers gave a {type(built).__name__}, "
+                    "not a fastapi.APIRouter"
+                )
+            routers.append(built)
+    return routers, limits
 
 
 def create_app(container: Container | None = None) -> FastAPI:
@@ -87,13 +93,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.state.container = container
     install_problem_handlers(app)
     install_session_handlers(app)
-    path_limits: dict[str, int] = {}
-    modules, store = container.config.modules(), container.config.store()
-    imports = _imports_router() if serves_imports(modules, store) else None
-    if imports is not None:
-        imports_router, upload_path = imports
-        upload_limit = int(container.config.max_upload_bytes())
-        path_limits[upload_path] = upload_limit + UPLOAD_ENVELOPE_BYTES
+    store = container.config.store()
+    module_routers, path_limits = _module_routes(container)
     # Innermost first: the last added runs first (the token is checked before the body limit).
     app.add_middleware(KeepConnectionOnError, on_error=unexpected_error)
     app.add_middleware(
@@ -107,8 +108,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)
     app.include_router(build_panel_router())
-    if imports is not None:
-        app.include_router(imports_router)
+    for module_router in module_routers:
+        app.include_router(module_router, dependencies=[Depends(current_org_blocking)])
     app.openapi = openapi_builder(app, container.registry())  # type: ignore[method-assign]
     return app
 

@@ -1,7 +1,8 @@
 """The composition root of the API: one dependency-injector container.
 
-``config`` comes from :class:`~jobs_api.settings.ApiSettings`; ``registry`` is an input (the
-deployable that starts the API composes the modules' registries, see :func:`compose_registry`);
+``config`` comes from :class:`~jobs_api.settings.ApiSettings`; ``base_registry`` and ``modules``
+are inputs (the deployable loads the module declarations, :func:`jobs_core.modules.discover`);
+``registry`` composes them, each module built with ``module_context`` (the API's engine);
 ``store`` and ``token_store`` are picked by ``config.store`` (``memory`` or ``postgres``) with a
 ``Selector``; the PostgreSQL engine is a ``Resource`` created on first use and disposed at
 shutdown. Tests override providers (``container.store.override(...)``), never modules.
@@ -10,7 +11,7 @@ shutdown. Tests override providers (``container.store.override(...)``), never mo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from jobs_api.settings import ApiSettings
 if TYPE_CHECKING:
     from jobs_core import Clock
     from jobs_core.events import EventFeed
-    from jobs_imports.registry import ImportsModule
+    from jobs_core.modules import Module, ModuleContext
     from sqlalchemy import Engine
 
 
@@ -86,47 +87,40 @@ def _postgres_event_feed(engine: Engine) -> EventFeed:
     return PostgresEventFeed(engine)
 
 
-def _imports_module(
-    engine: Engine,
-    data_dir: Path | str,
-    max_upload_bytes: int,
-    clock: Clock,
-    allow_private_urls: bool = False,
-) -> ImportsModule:
-    from jobs_imports.registry import build_module
+def _no_engine() -> None:
+    return None
 
-    return build_module(
-        engine,
-        Path(data_dir),
+
+def _module_context(
+    engine: Engine | None, data_dir: Path | str, settings: dict[str, str], clock: Clock
+) -> ModuleContext:
+    from jobs_core.modules import ModuleContext
+
+    return ModuleContext(
+        engine=engine,
+        database_url=engine.url.render_as_string(hide_password=False) if engine else None,
+        data_dir=Path(data_dir),
+        settings=settings,
         clock=clock,
-        max_upload_bytes=max_upload_bytes,
-        allow_private_urls=bool(allow_private_urls),
     )
 
 
-IMPORTS_MODULE = "jobs_imports"
-
-
-def serves_imports(modules: Iterable[str], store: str) -> bool:
-    """True when the API serves the Imports module: named by the deployable, on PostgreSQL
-    (the module's tables live there)."""
-    return IMPORTS_MODULE in modules and store == "postgres"
-
-
 def _served_registry(
-    registry: Registry, modules: list[str], store: str, imports: Callable[[], ImportsModule]
+    base: Registry,
+    modules: Sequence[Module],
+    context: ModuleContext,
+    development_over_http: bool,
 ) -> Registry:
-    """``registry`` plus the types of the served modules it lacks: the service must know them
-    (e.g. that ``map_reconcile`` jobs are never deletable) even when the deployable did not
-    compose them in."""
-    if not serves_imports(modules, store):
-        return registry
-    composed = Registry(registry.name)
-    composed.include(registry)
-    for job_type in imports().registry:
-        if job_type.name not in composed:
-            composed.register(job_type)
-    return composed
+    """``base`` plus the types of the served modules (:func:`jobs_core.modules.servable`:
+    on the memory store, only those that own no tables); the types of a ``development``
+    module (the demo types) are internal unless ``development_over_http``. A type declared
+    twice is an error naming both modules."""
+    from jobs_core.modules import compose_modules, servable
+
+    served = servable(modules, context)
+    regular, _ = compose_modules([m for m in served if not m.development], context, "api")
+    development, _ = compose_modules([m for m in served if m.development], context, "dev")
+    return compose_registry([base, regular], [development], bool(development_over_http))
 
 
 class Container(containers.DeclarativeContainer):
@@ -134,8 +128,12 @@ class Container(containers.DeclarativeContainer):
 
     config = providers.Configuration(strict=True)
 
-    registry = providers.Dependency(instance_of=Registry)
-    """The job types the API accepts (only the ``public`` ones over HTTP)."""
+    base_registry = providers.Dependency(instance_of=Registry)
+    """The job types given by the deployable besides the modules' (manifests, extra ones)."""
+
+    modules = providers.Dependency(instance_of=tuple, default=())
+    """The module declarations served (:func:`jobs_core.modules.discover`): their types, their
+    routes (mounted by :func:`jobs_api.app.create_app`)."""
 
     clock = providers.ThreadSafeSingleton(SystemClock)
 
@@ -184,20 +182,24 @@ class Container(containers.DeclarativeContainer):
     )
     """The one reader of the event feed of this process (docs/events.md)."""
 
-    imports = providers.ThreadSafeSingleton(
-        _imports_module,
-        engine,
-        config.data_dir,
-        config.max_upload_bytes,
-        clock,
-        config.allow_private_urls,
-    )
-    """The Imports module (PostgreSQL only): its routes' use cases and its job types."""
+    module_settings = providers.Dependency(instance_of=dict, default={})
+    """The settings the modules read (``JOBS_*`` names: the environment and this API's)."""
 
-    service_registry = providers.ThreadSafeSingleton(
-        _served_registry, registry, config.modules, config.store, imports.provider
+    module_engine = providers.Selector(
+        config.store, memory=providers.Callable(_no_engine), postgres=engine
     )
+    module_context = providers.ThreadSafeSingleton(
+        _module_context, module_engine, config.data_dir, module_settings, clock
+    )
+    """What the modules' builders get: the API's engine (None on the memory store)."""
 
+    registry = providers.ThreadSafeSingleton(
+        _served_registry, base_registry, modules, module_context, config.demo_over_http
+    )
+    """The job types the API accepts (only the ``public`` ones over HTTP): the deployable's
+    and the served modules'."""
+
+    service_registry = registry
     service = providers.ThreadSafeSingleton(
         JobService, store=store, registry=service_registry, clock=clock
     )
@@ -227,17 +229,27 @@ def compose_registry(
 def build_container(
     settings: ApiSettings | None = None,
     registries: Iterable[Registry] = (),
-    modules: Iterable[str] = (),
+    modules: Iterable[Module] = (),
     development: Iterable[Registry] = (),
 ) -> Container:
     """A container configured from ``settings`` (else the environment) serving the job types
-    of ``registries`` and the routes of ``modules`` (``jobs_imports``: the Imports routes, on
-    the postgres store); the types of ``development`` registries (the demo types) are public
-    over HTTP only with ``settings.demo_over_http``."""
+    of ``registries`` and the types and routes of ``modules`` (module declarations: the API
+    mounts their routers; those that own tables only on the postgres store); the types of
+    ``development`` registries and modules (the demo types) are public over HTTP only with
+    ``settings.demo_over_http``."""
+    from jobs_postgres.modules import module_settings
+
     settings = settings or ApiSettings()
     container = Container(
-        registry=compose_registry(registries, development, settings.demo_over_http)
+        base_registry=compose_registry(registries, development, settings.demo_over_http),
+        modules=tuple(modules),
+        module_settings=module_settings(
+            max_upload_bytes=settings.max_upload_bytes,
+            allow_private_urls=settings.allow_private_urls,
+            max_body_bytes=settings.max_body_bytes,
+            store=settings.store,
+            demo_over_http=settings.demo_over_http,
+        ),
     )
     container.config.from_pydantic(settings)
-    container.config.modules.from_value(list(modules))
     return container

@@ -35,6 +35,8 @@ environment (prefix JOBS_):
   JOBS_DEMO_TYPES     1/0: register the demo types noop, sleep, fail, crash (default: 1 on the
                       embedded server, 0 with JOBS_DATABASE_URL)
   JOBS_DEBUG          1: print the traceback of an error
+  JOBS_MODULES        the modules to load (default: every installed one); a module's own
+                      commands are `jobs <module> <command>`
   the API and the worker read more (see README.md, "Configuration")
 
 exit codes:
@@ -126,11 +128,14 @@ def _json_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser(with_worker_options: bool = True) -> argparse.ArgumentParser:
+def build_parser(
+    with_worker_options: bool = True, with_module_commands: bool = False
+) -> argparse.ArgumentParser:
     """The ``jobs`` argument parser with every subcommand.
 
     ``with_worker_options=False`` leaves the ``worker`` subcommand's options out, to spare the
-    other commands importing the worker.
+    other commands importing the worker; ``with_module_commands`` adds ``jobs <module> ...``
+    for the loaded modules that declare commands (:mod:`jobs_cli.commands.modules`).
     """
     parser = _Parser(
         prog=PROG,
@@ -159,7 +164,23 @@ def build_parser(with_worker_options: bool = True) -> argparse.ArgumentParser:
         "when it started and when it was last seen. A worker silent for a minute is gone.",
     )
     _json_flag(workers)
+    if with_module_commands:
+        from jobs_cli.commands.modules import add_module_commands
+
+        add_module_commands(sub, _add, set(sub.choices))
     return parser
+
+
+def core_commands() -> frozenset[str]:
+    """The CLI's own command words; any other is looked for among the modules' commands."""
+    parser = build_parser(with_worker_options=False)
+    return frozenset(
+        next(
+            action.choices
+            for action in parser._actions
+            if isinstance(action, argparse._SubParsersAction)
+        )
+    )
 
 
 def _add_server_commands(sub: Any, with_worker_options: bool) -> None:
@@ -367,7 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings: CliSettings | None = None
     try:
         try:
-            args = build_parser(_command_of(args_list) == "worker").parse_args(args_list)
+            command = _command_of(args_list)
+            modular = command is not None and command not in core_commands()
+            args = build_parser(command == "worker", modular).parse_args(args_list)
             settings = CliSettings.from_env()
         except SettingsError as exc:
             raise UsageError(str(exc)) from exc

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs_core import DedupScope, JobContext, JobType, Registry
+from jobs_core.modules import Module, ModuleContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs_worker.schemas import PydanticSchema
 
 registry = Registry("demo")
-"""The demo types; :func:`jobs_worker.registries.module_registries` adds it on request."""
+"""The demo types, declared as the development module :data:`module`."""
 
 CRASH_EXIT_CODE = 137
 """What a process killed by SIGKILL reports (128 + 9): the crash looks like a native one."""
@@ -161,3 +162,17 @@ registry.register(
         description="Crawls `site_id` for `seconds`: one active crawl per site (key crawl:{id}).",
     )
 )
+
+
+def _demo_registry(ctx: ModuleContext) -> Registry:
+    return registry
+
+
+module = Module(
+    name="demo",
+    build_registry=_demo_registry,
+    development=True,
+    description="The demo types (JOBS_DEMO_TYPES=1; public over HTTP with JOBS_DEMO_OVER_HTTP).",
+)
+"""The demo types as a development module (entry point ``demo`` of ``jobs-worker``): loaded
+only with the demo types on."""

@@ -27,7 +27,7 @@ from jobs_core.protocol import EXIT_RETRYABLE, format_context
 from jobs_core.runner import execute
 
 from jobs_worker.isolation import ISOLATION_KEY
-from jobs_worker.registries import compose, shipped_registries, worker_registry
+from jobs_worker.registries import worker_registry
 
 EXIT_FAILED = 1
 
@@ -64,17 +64,26 @@ def _job(document: Mapping[str, Any]) -> Job:
 
 
 def _registry(recipe: Mapping[str, Any], stack: ExitStack) -> Registry:
+    """The worker's registry, rebuilt: the same modules (``JOBS_MODULES`` as the worker read
+    it), the same extra registries and manifests, on an engine of the child's own."""
+    from jobs_core.modules import discover
+    from jobs_postgres.modules import opened_context
+
+    demo_types = bool(recipe.get("demo_types"))
+    selection = recipe.get("modules")
+    modules = discover(tuple(selection) if selection is not None else None, development=demo_types)
+    url = recipe.get("database_url") if recipe.get("shipped_modules") else None
+    context = stack.enter_context(
+        opened_context(str(url) if url else None, Path(recipe.get("data_dir") or ".data"))
+    )
     handlers_dir = recipe.get("handlers_dir")
-    base = worker_registry(
-        bool(recipe.get("demo_types")),
+    return worker_registry(
+        demo_types,
         list(recipe.get("extra_registries") or []),
         handlers_dir=Path(handlers_dir) if handlers_dir else None,
+        context=context,
+        modules=modules,
     )
-    url = recipe.get("database_url")
-    if recipe.get("shipped_modules") and url:
-        shipped = stack.enter_context(shipped_registries(str(url), Path(recipe["data_dir"])))
-        return compose([base, *shipped])
-    return base
 
 
 def main() -> int:

@@ -49,6 +49,8 @@ class ChildRegistries:
     database_url: str | None
     data_dir: str
     shipped_modules: bool
+    modules: tuple[str, ...] | None = None
+    """``JOBS_MODULES`` as the worker read it (None: every installed module)."""
 
     def document(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -124,6 +126,7 @@ def child_registries_from(
     database_url: str | None,
     data_dir: Path,
     shipped_modules: bool,
+    modules: Sequence[str] | None = None,
 ) -> ChildRegistries:
     """The child's recipe; registries given as objects (not ``module:attribute`` paths) cannot
     cross a process boundary and are left out (their types cannot be isolated)."""
@@ -134,4 +137,5 @@ def child_registries_from(
         database_url=database_url,
         data_dir=str(data_dir),
         shipped_modules=shipped_modules,
+        modules=tuple(modules) if modules is not None else None,
     )

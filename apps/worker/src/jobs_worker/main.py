@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -24,15 +25,18 @@ from types import FrameType
 from typing import Any
 
 from jobs_core import DuplicateJobType, Registry
+from jobs_core.modules import selection_from
 from pydantic import ValidationError
 
 from jobs_worker import worker as worker_module
 from jobs_worker.containers import build_container
 from jobs_worker.logs import configure_logging, log_event
 from jobs_worker.registries import (
+    ModuleError,
     RegistryLoadError,
     compose,
-    shipped_registries,
+    load_modules,
+    load_registry,
     worker_registry,
 )
 from jobs_worker.scheduler import Maintenance, running_scheduler
@@ -313,11 +317,13 @@ def run_worker(
 
     ``settings`` default to the environment's; ``concurrency`` overrides theirs;
     ``extra_registries`` (registries or ``module:attribute`` paths) add job types to the
-    modules' (and the demo types with ``demo_types``). With ``shipped_modules`` the types of the
-    shipped modules whose handlers need the database (``import_csv``, ``map_reconcile``) are
-    built on an engine of their own (:func:`~jobs_worker.registries.shipped_registries`), so
-    ``python -m jobs_worker`` and ``jobs worker`` run the same types. Raises
-    :class:`ConfigurationError` for invalid settings or a registry that cannot be loaded.
+    modules' (:func:`~jobs_worker.registries.load_modules`: the ``jobs.modules`` entry points,
+    or ``JOBS_MODULES``; the demo types with ``demo_types``). With ``shipped_modules`` the
+    modules' registries are built on an engine of their own on the worker's database
+    (:func:`jobs_postgres.modules.opened_context`), so ``python -m jobs_worker`` and
+    ``jobs worker`` run the same types; without it, only the modules that own no tables.
+    Raises :class:`ConfigurationError` for invalid settings, a module or a registry that
+    cannot be loaded, or a type declared twice.
     """
     try:
         settings = settings or WorkerSettings()
@@ -329,13 +335,15 @@ def run_worker(
         raise ConfigurationError(_validation_message(error)) from None
     if configure_logs:
         configure_logging(settings.log_level, settings.log_format)
-    try:
-        base = worker_registry(
-            settings.demo_types,
-            [*settings.extra_registries, *extra_registries],
-            handlers_dir=settings.handlers_dir,
-        )
-    except (RegistryLoadError, DuplicateJobType) as error:
+    try:  # before any database: a wrong name is a usage error, whatever the database
+        modules = load_modules(settings.demo_types)
+        extra: list[Registry | str] = [
+            item if isinstance(item, Registry) else load_registry(item)
+            for item in [*settings.extra_registries, *extra_registries]
+        ]
+        # a type declared twice among what needs no database is refused before any database
+        worker_registry(settings.demo_types, extra, modules=modules)
+    except (ModuleError, RegistryLoadError, DuplicateJobType) as error:
         raise ConfigurationError(str(error)) from None
     if settings.effective_heartbeat_s < settings.heartbeat_s:
         log_event(
@@ -346,8 +354,10 @@ def run_worker(
             asked=settings.heartbeat_s,
             reason="a heartbeat must come well within the sweep threshold",
         )
-    with ExitStack() as modules:
-        registry = base
+    with ExitStack() as stack:
+        from jobs_postgres.modules import opened_context
+
+        url: str | None = None
         if shipped_modules:
             from jobs_postgres.database import resolve_database_url
 
@@ -355,11 +365,17 @@ def run_worker(
             # modules' engine and the worker's reach the same database.
             url = resolve_database_url(settings.database_url, settings.data_dir)
             settings = settings.model_copy(update={"database_url": url})
-            try:
-                shipped = modules.enter_context(shipped_registries(url, settings.data_dir))
-                registry = compose([base, *shipped])
-            except (ValueError, DuplicateJobType) as error:  # a module's setting; a type twice
-                raise ConfigurationError(str(error)) from None
+        context = stack.enter_context(opened_context(url, settings.data_dir))
+        try:
+            registry = worker_registry(
+                settings.demo_types,
+                extra,
+                handlers_dir=settings.handlers_dir,
+                context=context,
+                modules=modules,
+            )
+        except (RegistryLoadError, ModuleError, ValueError, DuplicateJobType) as error:
+            raise ConfigurationError(str(error)) from None
         registry = isolate_types(registry, settings, extra_registries, shipped_modules)
         maintenance = Maintenance()  # the built-in jobs.purge type (issue 17)
         registry = compose([registry, maintenance.registry])
@@ -393,6 +409,7 @@ def isolate_types(
         database_url=settings.database_url,
         data_dir=settings.data_dir,
         shipped_modules=shipped_modules,
+        modules=selection_from(os.environ),
     )
     return isolate(
         registry, settings.isolated_types, recipe, kill_grace_s=settings.child_kill_grace_s

@@ -1,83 +1,55 @@
-"""Which job types a deployable serves: the one list the worker, the API and the CLI share.
+"""Which job types a deployable serves: the one loader the worker, the API and the CLI share.
 
-A module listed in :data:`MODULES` exposes either a ``registry`` attribute (types that need
-nothing but an import) or ``build_registry(engine, data_dir)`` (types whose handlers use the
-database, as ``jobs_imports`` does): :func:`shipped_registries` builds those on an engine of
-their own. A deployment adds its own types without editing this package through
-``JOBS_EXTRA_REGISTRIES=package.module:attribute``.
+The modules come from :func:`jobs_core.modules.discover` (the ``jobs.modules`` entry-point
+group, restricted by ``JOBS_MODULES``; decision 0024): :func:`load_modules` is the one call
+the worker, ``jobs api``/``python -m jobs_api`` and the CLI make, so they load the same set in
+the same order. Each module's registry is built with a :class:`~jobs_core.modules.ModuleContext`
+(:func:`jobs_postgres.modules.opened_context`: an engine of its own on the deployment's
+database, not the worker's, whose sessions are tuned for claims and finishes).
+
+``JOBS_EXTRA_REGISTRIES=package.module:attribute`` is kept for compatibility: a plain
+:class:`~jobs_core.Registry` (no tables, no routes, no engine), served besides the modules.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING
 
 from jobs_core import Registry
+from jobs_core.modules import (
+    Module,
+    ModuleContext,
+    ModuleError,
+    compose_modules,
+    discover,
+    selection_from,
+)
 
-if TYPE_CHECKING:
-    from sqlalchemy import Engine
-
-MODULES: tuple[str, ...] = ("jobs_imports",)
-"""The domain modules this distribution ships; each is used if it exposes ``registry``."""
+__all__ = [
+    "ModuleError",
+    "RegistryLoadError",
+    "compose",
+    "load_modules",
+    "load_registry",
+    "worker_registry",
+]
 
 
 class RegistryLoadError(ValueError):
     """A ``module:attribute`` path does not name a :class:`~jobs_core.Registry`."""
 
 
-def module_registries(demo_types: bool) -> list[Registry]:
-    """The registries of the shipped modules, and the demo types when ``demo_types``."""
-    registries: list[Registry] = []
-    if demo_types:
-        from jobs_worker.demo import registry as demo
-
-        registries.append(demo)
-    for module in _installed_modules():
-        registry = getattr(module, "registry", None)
-        if isinstance(registry, Registry):
-            registries.append(registry)
-    return registries
-
-
-def _installed_modules() -> Iterator[ModuleType]:
-    for name in MODULES:
-        try:
-            yield importlib.import_module(name)
-        except ModuleNotFoundError as error:
-            if error.name != name:  # the module is there but one of its imports is not
-                raise
-            # not installed in this environment
-
-
-@contextmanager
-def shipped_registries(database_url: str, data_dir: Path) -> Iterator[list[Registry]]:
-    """The registries of the shipped modules whose handlers need the database.
-
-    Each module of :data:`MODULES` that exposes ``build_registry(engine, data_dir)`` gets its
-    registry built on one engine shared by those modules and disposed on exit: an engine of
-    their own, not the worker's, whose sessions are tuned for claims and finishes.
-    """
-    builders: list[Callable[[Engine, Path], Registry]] = []
-    for module in _installed_modules():
-        if isinstance(getattr(module, "registry", None), Registry):
-            continue  # served by module_registries
-        build = getattr(module, "build_registry", None)
-        if callable(build):
-            builders.append(build)
-    if not builders:
-        yield []
-        return
-    from jobs_postgres.database import create_engine
-
-    engine = create_engine(database_url)
-    try:
-        yield [build(engine, Path(data_dir)) for build in builders]
-    finally:
-        engine.dispose()
+def load_modules(demo_types: bool, environ: Mapping[str, str] | None = None) -> list[Module]:
+    """The modules this deployment loads: every ``jobs.modules`` entry point, or those named by
+    ``JOBS_MODULES`` in ``environ`` (the process's by default), in the stated order; the
+    development ones (the demo types) only with ``demo_types``. Raises
+    :class:`~jobs_core.modules.ModuleError` (a module that cannot be imported is never
+    skipped)."""
+    settings = os.environ if environ is None else environ
+    return discover(selection_from(settings), development=demo_types)
 
 
 def load_registry(path: str) -> Registry:
@@ -90,6 +62,10 @@ def load_registry(path: str) -> Registry:
     except ImportError as error:
         raise RegistryLoadError(f"cannot import {module_name!r} (from {path!r}): {error}") from None
     registry = getattr(module, attribute, None)
+    if isinstance(registry, Module):
+        raise RegistryLoadError(
+            f"{path!r} is a module declaration: name it in JOBS_MODULES, not as a registry"
+        )
     if not isinstance(registry, Registry):
         found = "nothing" if registry is None else type(registry).__name__
         raise RegistryLoadError(f"{path!r} is {found}, not a jobs_core.Registry")
@@ -105,13 +81,25 @@ def compose(registries: Iterable[Registry], name: str = "worker") -> Registry:
 
 
 def worker_registry(
-    demo_types: bool, extra: Sequence[str | Registry] = (), *, handlers_dir: Path | None = None
+    demo_types: bool,
+    extra: Sequence[str | Registry] = (),
+    *,
+    handlers_dir: Path | None = None,
+    context: ModuleContext | None = None,
+    modules: Sequence[Module] | None = None,
 ) -> Registry:
-    """The registry a worker runs: the modules', the demo types if asked, ``extra``
-    (registries, or ``module:attribute`` paths to load), and the manifest-declared types of
-    ``handlers_dir`` (an invalid manifest is logged and skipped: :mod:`jobs_worker.manifests`)."""
+    """The registry a deployable runs: the modules' (``modules``, default :func:`load_modules`)
+    built with ``context`` (without one, no database: the modules that own tables are left
+    out), ``extra`` (registries, or ``module:attribute`` paths to load), and the
+    manifest-declared types of ``handlers_dir`` (an invalid manifest is logged and skipped:
+    :mod:`jobs_worker.manifests`). A type declared twice is an error naming both modules."""
+    if modules is None:
+        modules = load_modules(demo_types)
+    if context is None:
+        context = ModuleContext(engine=None, database_url=None, data_dir=Path(".data"))
+    of_modules, _ = compose_modules(modules, context, name="worker")
     loaded = [item if isinstance(item, Registry) else load_registry(item) for item in extra]
-    composed = compose([*module_registries(demo_types), *loaded])
+    composed = compose([of_modules, *loaded])
     if handlers_dir is not None:
         from jobs_worker.manifests import load_handlers
 

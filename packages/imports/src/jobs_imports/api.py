@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Self
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Response
 from fastapi import UploadFile as UploadFileParam
 from fastapi.exceptions import RequestValidationError
 from jobs_core import Job
@@ -259,12 +259,12 @@ def _parse_id(raw: str, detail: str) -> uuid.UUID:
 
 
 def build_router(
-    get_service: Callable[[Request], ImportsService],
+    get_service: Callable[..., ImportsService],
     current_org: Callable[..., str],
 ) -> APIRouter:
     """The Imports routes.
 
-    ``get_service(request)`` returns the module's service (e.g. from the app's container);
+    ``get_service`` (a FastAPI dependency) returns the module's service;
     ``current_org`` is the FastAPI dependency that authenticates the request and names its org.
     ``POST /imports/csv`` stores at most the service's ``max_upload_bytes`` (413 beyond): the
     app's own body limit must let that much through on this path (:data:`UPLOAD_PATH`), plus
@@ -278,7 +278,7 @@ def build_router(
 
 def _site_target_routes(
     router: APIRouter,
-    get_service: Callable[[Request], ImportsService],
+    get_service: Callable[..., ImportsService],
     current_org: Callable[..., str],
 ) -> None:
     OrgDep = Annotated[str, Depends(current_org)]  # noqa: N806 - a type alias
@@ -350,7 +350,7 @@ def _site_target_routes(
 
 def _import_routes(
     router: APIRouter,
-    get_service: Callable[[Request], ImportsService],
+    get_service: Callable[..., ImportsService],
     current_org: Callable[..., str],
 ) -> None:
     OrgDep = Annotated[str, Depends(current_org)]  # noqa: N806 - a type alias

@@ -156,12 +156,13 @@ BATCH_SIZE_VARIABLE = "JOBS_IMPORTS_BATCH_SIZE"
 DEFAULT_BATCH_SIZE = 5000
 
 
-def batch_size_from_environment() -> int:
-    """Rows per transaction of ``import_csv``: ``JOBS_IMPORTS_BATCH_SIZE``, default 5000.
+def batch_size_from_environment(environ: Mapping[str, str] | None = None) -> int:
+    """Rows per transaction of ``import_csv``: ``JOBS_IMPORTS_BATCH_SIZE`` of ``environ`` (the
+    process's by default; a module context's settings), default 5000.
 
     Raises ``ValueError`` naming the variable when it is not a positive integer.
     """
-    text = os.environ.get(BATCH_SIZE_VARIABLE, "").strip()
+    text = (os.environ if environ is None else environ).get(BATCH_SIZE_VARIABLE, "").strip()
     if not text:
         return DEFAULT_BATCH_SIZE
     try:

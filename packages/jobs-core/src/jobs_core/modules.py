@@ -51,6 +51,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "MODULES_SETTING",
     "CliCommand",
+    "DuplicateModuleType",
     "Module",
     "ModuleContext",
     "ModuleError",
@@ -60,6 +61,7 @@ __all__ = [
     "load_module",
     "ordered",
     "selection_from",
+    "servable",
 ]
 
 ENTRY_POINT_GROUP = "jobs.modules"
@@ -292,12 +294,13 @@ def compose_modules(
 ) -> tuple[Registry, dict[str, str]]:
     """One registry with every module's types, and ``{type name: module name}``.
 
-    A type declared by two modules (or by a module and another registry) is a
-    :class:`~jobs_core.DuplicateJobType` naming both modules.
+    Without a database (``ctx.engine`` None: the API on the memory store) the modules that own
+    tables (``migrations``) are left out: they are served only where their tables are. A type
+    declared by two modules is a :class:`DuplicateModuleType` naming both modules.
     """
     composed = Registry(name)
     owners: dict[str, str] = {}
-    for module in modules:
+    for module in servable(modules, ctx):
         registry = module.registry(ctx)
         for job_type in registry:
             if job_type.name in owners:
@@ -305,6 +308,12 @@ def compose_modules(
             owners[job_type.name] = module.name
         composed.include(registry)
     return composed, owners
+
+
+def servable(modules: Iterable[Module], ctx: ModuleContext) -> list[Module]:
+    """The modules that can be served with ``ctx``: all of them on a database, else those that
+    own no tables."""
+    return [module for module in modules if ctx.engine is not None or module.migrations is None]
 
 
 class DuplicateModuleType(DuplicateJobType):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from jobs_cli import db
@@ -15,43 +13,25 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 
-def module_migrations() -> list[tuple[str, Callable[[str], None]]]:
-    """``(name, upgrade)`` of each shipped module that owns tables.
-
-    The convention (decision 0004): a module listed in ``jobs_worker.registries.MODULES`` that
-    owns tables ships ``<module>.migrations.upgrade(url)``, a chain with its own version table.
-    """
-    from jobs_worker.registries import MODULES
-
-    found: list[tuple[str, Callable[[str], None]]] = []
-    for name in MODULES:
-        try:
-            module = importlib.import_module(f"{name}.migrations")
-        except ModuleNotFoundError as exc:
-            if exc.name in {name, f"{name}.migrations"}:
-                continue  # not installed, or a module without tables
-            raise
-        found.append((name, module.upgrade))
-    return found
-
-
-def migrate_url(url: str) -> list[str]:
+def migrate_url(url: str, settings: CliSettings) -> list[str]:
     """Apply every pending migration to the database at ``url`` (idempotent): the jobs chain
-    first, then each module's. The names of the chains, in order."""
+    first, then each loaded module's chain in the modules' order (decision 0024: after the
+    modules it requires, else by name), each with its own version table. The names of the
+    chains, in order."""
     from jobs_postgres.migrations import upgrade
+    from jobs_postgres.modules import migrate_modules
 
+    from jobs_cli.registries import modules
+
+    loaded = modules(settings)  # before touching the database: a broken module stops here
     upgrade(url)
-    chains = ["jobs"]
-    for name, upgrade_module in module_migrations():
-        upgrade_module(url)
-        chains.append(name)
-    return chains
+    return ["jobs", *migrate_modules(url, loaded)]
 
 
 def migrate(args: argparse.Namespace, settings: CliSettings) -> int:
     """Create or upgrade the schema."""
     url = db.database_url(settings)
-    chains = migrate_url(url)
+    chains = migrate_url(url, settings)
     where = (
         f"the embedded server ({settings.data_dir})"
         if settings.database_url is None

@@ -232,7 +232,7 @@ def _run(
         print(f"starting the embedded PostgreSQL (data in {settings.data_dir})...", flush=True)
     url = db.database_url(settings)
     _check(stop)
-    migrate_url(url)
+    migrate_url(url, settings)
     _check(stop)
 
     # The resolved URL, so the embedded server is not looked up twice.

@@ -95,14 +95,13 @@ def _serve_api(args: argparse.Namespace, settings: CliSettings) -> int:
     if api_settings.store == "postgres":
         resolved = _reachable(settings)
         api_settings = api_settings.model_copy(update={"database_url": resolved.database_url})
-    from jobs_worker.demo import registry as demo_registry
-    from jobs_worker.registries import MODULES
+    from jobs_cli.registries import modules
 
-    # the shipped modules' routes too (the Imports routes, on PostgreSQL); the demo types are
-    # a development registry: public over HTTP only with JOBS_DEMO_OVER_HTTP (jobs dev)
-    registry = build_registry(dataclasses.replace(settings, demo_types=False))
-    demo = [demo_registry] if settings.demo_types else []
-    container = build_container(api_settings, [registry], modules=MODULES, development=demo)
+    # the modules' types and routes (decision 0024: the same modules as the worker; those that
+    # own tables only on PostgreSQL), built by the API on its own engine; the demo types are a
+    # development module: public over HTTP only with JOBS_DEMO_OVER_HTTP (jobs dev)
+    registry = build_registry(settings, with_modules=False)
+    container = build_container(api_settings, [registry], modules(settings))
     host = args.host if args.host is not None else api_settings.api_host
     port = args.port if args.port is not None else api_settings.api_port
     serve(container, host=host, port=port)
@@ -133,8 +132,8 @@ def worker(args: argparse.Namespace, settings: CliSettings) -> int:
     if getattr(args, "demo_types", None) is None:
         overrides["demo_types"] = settings.demo_types
     worker_settings = worker_settings.model_copy(update=overrides)
-    # The worker builds the shipped modules' types (import_csv, map_reconcile) itself, on an
-    # engine of their own, as `python -m jobs_worker` does.
+    # The worker loads the modules itself (jobs_worker.registries.load_modules) and builds their
+    # types on an engine of their own, as `python -m jobs_worker` does.
     try:
         return run_worker(settings=worker_settings)
     except ConfigurationError as exc:
