@@ -9,7 +9,6 @@ database is created for the session and dropped after; unset, an embedded Postgr
 from __future__ import annotations
 
 import os
-import secrets
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -23,6 +22,8 @@ from jobs_linkcheck.module import module
 from jobs_postgres.database import create_engine
 from sqlalchemy import Engine, text
 
+from examples.linkcheck.tests.database import migrate, scratch_database
+
 SETTINGS = {
     "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",
     "JOBS_LINKCHECK_FETCH_TIMEOUT_S": "5",
@@ -30,16 +31,6 @@ SETTINGS = {
 }
 """The test sites are served on 127.0.0.1, a private address the module refuses by default;
 crawls step every 0.1 s instead of 0.5 s."""
-
-
-def migrate(url: str) -> None:
-    """The jobs chain, then the module's own (what ``jobs migrate`` does)."""
-    from jobs_linkcheck import migrations as chain
-    from jobs_postgres import migrations
-    from jobs_postgres.migrations import Chain, upgrade_chain
-
-    migrations.upgrade(url)
-    upgrade_chain(url, Chain(Path(chain.__file__).parent, module.migration_version_table))
 
 
 @pytest.fixture(scope="session")
@@ -58,19 +49,6 @@ def pg_server() -> Iterator[str]:
             yield embedded.get_uri("postgres")
         finally:
             embedded.cleanup()
-
-
-@contextmanager
-def scratch_database(server: str, prefix: str) -> Iterator[str]:
-    """A new, empty database on ``server``, dropped at the end of the block."""
-    from jobs_postgres.database import drop_database, ensure_database, with_database
-
-    name = f"{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
-    ensure_database(server, name)
-    try:
-        yield with_database(server, name)
-    finally:
-        drop_database(server, name)
 
 
 @pytest.fixture(scope="session")

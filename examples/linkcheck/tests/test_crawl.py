@@ -16,7 +16,7 @@ from jobs_linkcheck.crawl import (
 )
 from jobs_linkcheck.fetch import PageResult, fetch_page
 
-from .site import Page, serving, small_site
+from examples.linkcheck.tests.site import Page, serving, small_site
 
 
 @pytest.mark.parametrize(

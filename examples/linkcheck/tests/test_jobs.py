@@ -17,7 +17,7 @@ from jobs_linkcheck.module import module
 from jobs_linkcheck.tables import crawls, results
 from sqlalchemy import Engine
 
-from .site import Page, chain_site, serving, small_site
+from examples.linkcheck.tests.site import Page, chain_site, serving, small_site
 
 pytestmark = pytest.mark.postgres
 
