@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from jobs_core import (
     Cancelled,
+    CancelReason,
     Done,
     Failed,
     Job,
@@ -119,7 +120,7 @@ def test_a_timeout_may_be_declared_retryable() -> None:
 
 def test_cancellation_ends_the_job_cancelled() -> None:
     def cooperative(ctx: JobContext) -> None:
-        ctx.cancel("user asked")
+        ctx.cancel(CancelReason.REQUESTED, "user asked")
         ctx.raise_if_cancelled()
 
     outcome = execute(JobType("t", cooperative), context(), NOW)
@@ -159,9 +160,54 @@ def test_a_lost_lease_cancels_the_attempt() -> None:
     ctx = JobContext(running_job(), progress_sink=lambda doc: False, now=lambda: NOW)
     assert not ctx.report_progress(1, 2)
     assert ctx.cancelled
-    assert "lease lost" in ctx.cancel_reason
+    assert ctx.cancel_reason is CancelReason.LEASE_LOST
+    assert "lease lost" in ctx.cancel_message
     with pytest.raises(JobCancelled):
         ctx.raise_if_cancelled()
+
+
+def test_an_unsaved_write_neither_cancels_nor_counts_for_the_throttle() -> None:
+    answers = iter([None, True])
+    ctx = JobContext(
+        running_job(),
+        progress_sink=lambda doc: next(answers),
+        now=lambda: NOW,
+        monotonic=lambda: 5.0,
+    )
+    assert not ctx.report_progress(1, 2, force=True)  # the store was unreachable
+    assert not ctx.cancelled
+    assert ctx.cancel_reason is None
+    assert ctx.report_progress(1, 2)  # not throttled by the write that did not happen
+
+
+def test_the_first_cancellation_reason_is_kept_with_its_default_message() -> None:
+    ctx = JobContext(running_job(), progress_sink=lambda doc: True, now=lambda: NOW)
+    assert ctx.cancel_message == ""
+    ctx.cancel(CancelReason.SHUTDOWN)
+    ctx.cancel(CancelReason.REQUESTED, "too late")
+    assert ctx.cancel_reason is CancelReason.SHUTDOWN
+    name: str = ctx.cancel_reason
+    assert name == "shutdown"  # a StrEnum: its value is its public name
+    assert ctx.cancel_message == "the worker shut down before the job finished"
+    assert {reason.value for reason in CancelReason} == {
+        "requested",
+        "timeout",
+        "shutdown",
+        "lease_lost",
+    }
+
+
+def test_a_timeout_cancels_the_context_with_the_timeout_reason() -> None:
+    seen: list[CancelReason | None] = []
+
+    def slow(ctx: JobContext) -> None:
+        ctx.wait_cancelled(30)
+        seen.append(ctx.cancel_reason)
+
+    ctx = context()
+    assert isinstance(execute(JobType("t", slow, timeout_s=0.05), ctx, NOW), Failed)
+    assert ctx.cancel_reason is CancelReason.TIMEOUT
+    assert ctx.cancel_message == "timed out after 0.05 s"
 
 
 def test_on_fail_errors_are_logged_never_raised(caplog: pytest.LogCaptureFixture) -> None:
@@ -191,7 +237,7 @@ def test_short_error_is_one_bounded_line() -> None:
 
 def test_a_retryable_error_after_a_cancellation_request_cancels_instead() -> None:
     def flaky(ctx: JobContext) -> None:
-        ctx.cancel("user asked")
+        ctx.cancel(CancelReason.REQUESTED, "user asked")
         raise TimeoutError("upstream slow")
 
     job_type = JobType("t", flaky, retry=RetryPolicy(retry_on=(TimeoutError,)))

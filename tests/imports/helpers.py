@@ -2,17 +2,18 @@
 
 :func:`run_next` is what a worker slot does for one job — claim, build the context whose progress
 goes to the store under the attempt's lease, run the handler through the core's runner, record
-the outcome (``on_fail`` included) — without threads, so a test decides what runs when.
+the outcome (``on_fail`` included) — without threads, so a test decides what runs when. They are
+the public testing kit (``jobs_core.testing.JobsHarness``) on the module's own service: what a
+module author outside this repository uses.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobs_core import Job, JobContext, Status
-from jobs_core.runner import execute
+from jobs_core.testing import JobsHarness
 from sqlalchemy import text
 
 if TYPE_CHECKING:
@@ -33,45 +34,40 @@ def upload(
     return module.service.create_import(target.org_id, target.id, io.BytesIO(data), name)
 
 
+def harness(module: ImportsModule) -> JobsHarness:
+    """The public testing kit (``jobs_core.testing``) on the module's own job service: its
+    PostgreSQL store, its registry and its clock."""
+    return JobsHarness(service=module.service.jobs)
+
+
 def context_for(module: ImportsModule, job: Job) -> JobContext:
     """The context a worker gives a claimed job: progress saved under the attempt's lease."""
-    store = module.service.store
-    clock = module.service.clock
-
-    def save(document: Mapping[str, Any]) -> bool:
-        return store.save_progress(job.ref, dict(document), clock.now())
-
-    return JobContext(job, progress_sink=save, now=clock.now)
+    return harness(module).context(job)
 
 
 def run_job(module: ImportsModule, job: Job, ctx: JobContext | None = None) -> Job:
     """Run a claimed job's handler and record its outcome; the finished (or requeued) job."""
-    service = module.service.jobs
-    job_type = service.registry.get(job.type)
-    outcome = execute(job_type, ctx or context_for(module, job), service.clock.now())
-    finished = service.complete(job.ref, outcome)
-    assert finished is not None, f"the attempt of {job.id} lost its lease"
-    return finished
+    kit = harness(module)
+    kit.run(job, ctx)
+    assert kit.last_recorded is not None, f"the attempt of {job.id} lost its lease"
+    return kit.last_recorded
 
 
 def claim_one(module: ImportsModule, type_name: str | None = None) -> Job | None:
     """Claim the oldest queued job (of ``type_name`` if given)."""
-    service = module.service.jobs
-    types = [type_name] if type_name else service.registry.names()
-    claimed = service.store.claim(1, service.clock.now(), types)
-    return claimed[0] if claimed else None
+    return harness(module).claim(type_name)
 
 
 def run_next(module: ImportsModule, type_name: str | None = None) -> Job | None:
     """Claim and run one queued job; None when the queue (of that type) is empty."""
-    job = claim_one(module, type_name)
-    return None if job is None else run_job(module, job)
+    return harness(module).run_next(type_name)
 
 
 def drain(module: ImportsModule, limit: int = 100) -> list[Job]:
     """Run queued jobs until none is left; the jobs run, in order."""
     ran: list[Job] = []
-    while (job := run_next(module)) is not None:
+    kit = harness(module)
+    while (job := kit.run_next()) is not None:
         ran.append(job)
         assert len(ran) <= limit, "the queue does not drain"
     return ran

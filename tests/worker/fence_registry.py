@@ -85,7 +85,7 @@ def overlap(ctx: JobContext) -> Mapping[str, Any]:
         deadline = time.monotonic() + float(seconds)
         while time.monotonic() < deadline:
             if ctx.cancelled:
-                how = f"cancelled: {ctx.cancel_reason}"
+                how = f"cancelled: {ctx.cancel_message}"
                 ctx.raise_if_cancelled()
             time.sleep(0.02)
     finally:
@@ -131,7 +131,7 @@ def progressing(ctx: JobContext) -> Mapping[str, Any]:
             step += 1
             ctx.report_progress(done=step, force=True)
             if ctx.cancelled:
-                how = f"cancelled: {ctx.cancel_reason}"
+                how = f"cancelled: {ctx.cancel_message}"
                 ctx.raise_if_cancelled()
             time.sleep(0.02)
     finally:

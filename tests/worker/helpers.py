@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
@@ -91,9 +91,15 @@ class OutageStore(InMemoryJobStore):
         self._check()
         return super().cancel_requested(refs)
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
         self._check()
-        return super().save_progress(ref, progress, now)
+        return super().save_progress(ref, progress, now, checkpoint)
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         self._check()

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from jobs_core import (
+    CancelReason,
     FakeClock,
     Job,
     JobContext,
@@ -262,9 +263,11 @@ def test_a_retryable_error_on_the_last_attempt_fails_the_job() -> None:
 def test_a_job_running_past_its_types_timeout_fails_as_a_timeout(kind: str) -> None:
     registry = noop_registry()
     stopped = threading.Event()
+    reasons: list[CancelReason | None] = []
 
     def slow(ctx: JobContext) -> None:
         if ctx.wait_cancelled(30):
+            reasons.append(ctx.cancel_reason)
             stopped.set()
 
     async def slow_async(ctx: JobContext) -> None:
@@ -285,6 +288,8 @@ def test_a_job_running_past_its_types_timeout_fails_as_a_timeout(kind: str) -> N
     assert failed.status is Status.FAILED
     assert failed.error == "JobTimeout: timed out after 0.2 s"
     assert stopped.wait(5), "the handler was told to stop"
+    if kind == "sync":
+        assert reasons == [CancelReason.TIMEOUT]
 
 
 # -- cancellation, heartbeats, lease loss, sweep ------------------------------------------------
@@ -301,7 +306,8 @@ def test_a_running_job_sees_its_cancellation_and_ends_cancelled() -> None:
     cancelled = job_of(store, job.id)
     assert cancelled.error == "cancelled"
     assert cancelled.report == {"reason": "cancellation requested"}
-    assert gate.contexts[0].cancel_reason == "cancellation requested"
+    assert gate.contexts[0].cancel_reason is CancelReason.REQUESTED
+    assert gate.contexts[0].cancel_message == "cancellation requested"
 
 
 def test_the_heartbeat_keeps_a_long_job_from_being_swept() -> None:
@@ -337,7 +343,8 @@ def test_a_worker_whose_job_was_swept_and_reclaimed_stops_and_cannot_overwrite_i
         assert worker.heartbeat() == set()
         ctx = gate.contexts[0]
         assert ctx.cancelled
-        assert ctx.cancel_reason.startswith("lease lost")
+        assert ctx.cancel_reason is CancelReason.LEASE_LOST
+        assert ctx.cancel_message.startswith("lease lost")
         wait_until(lambda: worker.stats["lost"] == 1, what="the stale outcome refused")
     now = job_of(store, job.id)
     assert now.status is Status.RUNNING
@@ -424,15 +431,19 @@ def test_progress_lost_to_an_outage_does_not_fail_the_job() -> None:
         store.down.set()
         written = ctx.report_progress(done=1, total=2, force=True)
         store.down.clear()
+        # Not throttled by the write that did not happen: the next report goes through.
+        again = ctx.report_progress(done=1, total=2)
         reported.set()
-        return {"written": written}
+        return {"written": written, "again": again, "cancelled": ctx.cancelled}
 
     registry.register(JobType("steps", steps))
     worker, service, _ = build(registry, store=store)
     job = service.enqueue(ORG, "steps").job
     with running(worker):
         wait_until(lambda: status_of(store, job.id) is Status.DONE)
-    assert job_of(store, job.id).report == {"written": True}
+    # The write lost to the outage is reported as not written (a durable checkpoint written
+    # with force=True must not be believed saved), and the handler is not cancelled for it.
+    assert job_of(store, job.id).report == {"written": False, "again": True, "cancelled": False}
 
 
 def test_outage_errors_are_recognised_through_their_causes() -> None:
@@ -491,7 +502,8 @@ def test_a_forced_stop_hands_the_running_job_back_without_using_its_attempt(how:
     assert handed_back.lease is None
     ctx = gate.contexts[0]
     assert ctx.cancelled
-    assert ctx.cancel_reason == "the worker shut down before the job finished"
+    assert ctx.cancel_reason is CancelReason.SHUTDOWN
+    assert ctx.cancel_message == "the worker shut down before the job finished"
     # Another worker takes it up as a first attempt.
     _, again, _ = build(gate_registry(Gate()), store=store)
     [reclaimed] = again.claim(1)

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from jobs_core import Cancelled, Done, Job, JobContext, Registry, Requeue, Status
+from jobs_core import Cancelled, CancelReason, Done, Job, JobContext, Registry, Requeue, Status
 from jobs_core.protocol import EXIT_RETRYABLE, format_context
 from jobs_core.runner import execute
 
@@ -99,7 +99,7 @@ def main() -> int:
     ctx = _ForcingContext(job, progress_sink=sink, now=_now)
 
     def on_term(_signum: int, _frame: FrameType | None) -> None:
-        ctx.cancel("cancellation requested")
+        ctx.cancel(CancelReason.REQUESTED)
 
     signal.signal(signal.SIGTERM, on_term)
     with ExitStack() as stack:

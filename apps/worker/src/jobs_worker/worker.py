@@ -43,6 +43,7 @@ import sqlalchemy.exc
 from jobs_core import (
     AttemptRef,
     Cancelled,
+    CancelReason,
     Done,
     Failed,
     Job,
@@ -82,6 +83,9 @@ _MAX_BATCH = 1000
 """Outcomes written in one round trip at most."""
 
 _HANDED_BACK = "the worker shut down before the job finished"
+
+_HOOK_BATCH = 100
+"""Due end hooks taken per pass at most."""
 
 _LISTEN_WAIT_S = 0.5
 
@@ -303,6 +307,7 @@ class Worker:
             self._thread(self._listener_main, "jobs-listener"),
             self._thread(self._monitor_main, "jobs-monitor"),
             self._thread(self._sweeper_main, "jobs-sweeper"),
+            self._thread(self._hooks_main, "jobs-hooks"),
         ]
         self.fence.start()
         presence = presence_of(
@@ -450,7 +455,7 @@ class Worker:
 
         def fence(reason: str) -> None:
             attempt.fenced = reason
-            attempt.ctx.cancel(reason)
+            attempt.ctx.cancel(CancelReason.LEASE_LOST, reason)
             attempt.calls.fence()  # a progress write it waits for must not hold it
 
         self.fence.track(job.id, proven_at, fence)
@@ -473,17 +478,23 @@ class Worker:
     def _context(self, job: Job, calls: AttemptCalls) -> JobContext:
         ref = job.ref
 
-        def save_progress(document: Mapping[str, Any]) -> bool:
+        def save_progress(
+            document: Mapping[str, Any], checkpoint: Mapping[str, Any] | None = None
+        ) -> bool | None:
+            # None: not saved, the lease not known lost (the handler's write did not happen,
+            # so a ``force=True`` checkpoint must not be reported durable).
             if not self.fence.claiming_allowed:
                 # The link is known silent: a write would only block the handler, which must
                 # be free to see its cancellation (docs/worker.md, "The lease fence").
-                return True
+                return None
             try:
                 # Waited for only while the lease holds: a write blocked on a silent link must
                 # not keep a fenced handler from stopping (jobs_worker.handler_calls).
                 copy, now = dict(document), self.clock.now()
-                ended, saved = calls.run(lambda: self.store.save_progress(ref, copy, now))
-                return bool(saved) if ended else True
+                ended, saved = calls.run(
+                    lambda: self.store.save_progress(ref, copy, now, checkpoint)
+                )
+                return bool(saved) if ended else None
             except Exception as error:
                 if not is_outage(error):
                     raise
@@ -495,9 +506,15 @@ class Worker:
                     job_id=job.id,
                     error=short_error(error),
                 )
-                return True
+                return None
 
-        return JobContext(job, progress_sink=save_progress, now=self.clock.now)
+        return JobContext(
+            job,
+            progress_sink=save_progress,
+            now=self.clock.now,
+            checkpoint_sink=save_progress,
+            checkpoint_loader=lambda: self.store.checkpoint_of(job.id),
+        )
 
     # -- slots ----------------------------------------------------------------------------------
     def _slot_main(self) -> None:
@@ -810,7 +827,7 @@ class Worker:
         for attempt in watched:
             if attempt.job.id in requested:
                 attempt.cancel_requested = True
-                attempt.ctx.cancel("cancellation requested")
+                attempt.ctx.cancel(CancelReason.REQUESTED)
                 log_event(
                     log,
                     logging.INFO,
@@ -838,7 +855,7 @@ class Worker:
             # Only a job still executing can have lost its lease unseen: a completing one is
             # being written (the write itself is fenced), a handed-back one was given away.
             if attempt.job.id not in alive and attempt.phase is _Phase.EXECUTING:
-                attempt.ctx.cancel("lease lost: the job was swept and taken by another attempt")
+                attempt.ctx.cancel(CancelReason.LEASE_LOST)
                 log_event(
                     log,
                     logging.WARNING,
@@ -850,6 +867,23 @@ class Worker:
                     note="the handler's context is cancelled",
                 )
         return alive
+
+    # -- end hooks (decision 0025) --------------------------------------------------------------
+    def _hooks_main(self) -> None:
+        """Run the due end hooks (on_fail, on_cancel) of jobs this worker did not end itself:
+        cancelled while queued, or whose worker died before running them. Every
+        ``poll_interval_s``, at once again while a pass found a full batch."""
+        cfg = self.config
+        retry = _Retry("end_hooks", cfg.backoff_initial_s, cfg.backoff_cap_s)
+        delay = 0.0
+        while not self._halt.wait(delay):
+            try:
+                full = self.service.run_end_hooks(_HOOK_BATCH) == _HOOK_BATCH
+            except Exception as error:
+                delay = max(cfg.poll_interval_s, retry.failed(error))
+            else:
+                retry.succeeded()
+                delay = 0.0 if full else cfg.poll_interval_s
 
     # -- sweep ----------------------------------------------------------------------------------
     def _sweeper_main(self) -> None:
@@ -984,7 +1018,7 @@ class Worker:
                     break
                 time.sleep(delay)
         for attempt, job in zip(attempts, jobs, strict=True):
-            attempt.ctx.cancel(_HANDED_BACK)
+            attempt.ctx.cancel(CancelReason.SHUTDOWN, _HANDED_BACK)
             self.stats["handed_back"] += 1
             log_event(
                 log,

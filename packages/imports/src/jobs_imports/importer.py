@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from jobs_core import Job, JobCancelled, JobContext, StoreRefused
+from jobs_core import CancelReason, Job, JobCancelled, JobContext, StoreRefused
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Connection, delete, func, select, text, update
 
@@ -270,7 +270,7 @@ class CsvImporter:
         """Save the checkpoint in ``conn``'s transaction, fenced by the attempt's lease."""
         store = self.service.store.bound_to(conn)
         if not store.save_progress(ctx.job.ref, state.progress(), self.service.clock.now()):
-            ctx.cancel("lease lost: the job was swept and taken by another attempt")
+            ctx.cancel(CancelReason.LEASE_LOST)
             raise LeaseLost("lease lost: the job was swept and taken by another attempt")
 
     def __call__(self, ctx: JobContext) -> dict[str, Any]:

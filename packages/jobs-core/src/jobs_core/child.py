@@ -343,7 +343,7 @@ class _Attempt:
         tail = self.tail.text()
         exit_text = protocol.describe_exit(returncode)
         if stopped_for == "cancelled":
-            raise JobCancelled(f"{self.ctx.cancel_reason or 'cancelled'} (child {exit_text})")
+            raise JobCancelled(f"{self.ctx.cancel_message or 'cancelled'} (child {exit_text})")
         if stopped_for == "timeout":
             assert self.spec.timeout_s is not None
             summary = f"timed out after {self.spec.timeout_s:g} s (child {exit_text})"

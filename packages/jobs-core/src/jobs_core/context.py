@@ -9,12 +9,23 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs_core.domain import Job
+from jobs_core.domain import CancelReason, Job
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
-from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
+from jobs_core.limits import CHECKPOINT_MAX_BYTES, DOCUMENT_MAX_BYTES, describe_size, oversize
 
-ProgressSink = Callable[[Mapping[str, Any]], bool]
-"""Writes a progress document for the running attempt; False when the attempt lost its lease."""
+ProgressSink = Callable[[Mapping[str, Any]], bool | None]
+"""Writes a progress document for the running attempt: True when it was saved, False when the
+attempt lost its lease, None when it was not saved although the attempt may still hold its lease
+(the store is unreachable, or the worker's lease fence holds the write back)."""
+
+CheckpointSink = Callable[[Mapping[str, Any], Mapping[str, Any]], bool | None]
+"""Writes a progress document and the private checkpoint in one write; answers as
+:data:`ProgressSink`."""
+
+CheckpointLoader = Callable[[], Mapping[str, Any] | None]
+"""Reads the job's private checkpoint (None if none was saved)."""
+
+_UNLOADED: Any = object()
 
 
 class JobContext:
@@ -22,9 +33,12 @@ class JobContext:
 
     ``report_progress`` is throttled (one write per ``progress_interval_s`` at most, unless
     ``force=True``) so a handler may call it per row without writing per row. ``checkpoint`` is
-    the progress the job had when this attempt was claimed: what a resumable handler reads back
-    after a crash. Cancellation is cooperative: the worker sets it, the handler checks
-    ``cancelled`` or calls ``raise_if_cancelled()`` between steps.
+    the (public) progress the job had when this attempt was claimed. A resumable handler keeps
+    its state private instead: ``save_progress(..., checkpoint=state)`` writes the public progress
+    and the private checkpoint together, ``resume`` reads the last one saved (by an earlier
+    attempt); the checkpoint is never shown by the API, the CLI or the event stream.
+    Cancellation is cooperative: the worker sets it, the handler checks ``cancelled`` or calls
+    ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why.
     """
 
     def __init__(
@@ -36,6 +50,8 @@ class JobContext:
         logger: logging.Logger | logging.LoggerAdapter[logging.Logger] | None = None,
         progress_interval_s: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        checkpoint_sink: CheckpointSink | None = None,
+        checkpoint_loader: CheckpointLoader | None = None,
     ) -> None:
         self.job = job
         self.checkpoint: Mapping[str, Any] | None = job.progress
@@ -46,8 +62,12 @@ class JobContext:
         self._monotonic = monotonic
         self._last_write: float | None = None
         self._cancel = threading.Event()
-        self._cancel_reason = ""
+        self._cancel_reason: CancelReason | None = None
+        self._cancel_message = ""
         self._lock = threading.Lock()
+        self._checkpoint_sink = checkpoint_sink
+        self._checkpoint_loader = checkpoint_loader
+        self._resume: Mapping[str, Any] | None = _UNLOADED
 
     @property
     def payload(self) -> Mapping[str, Any]:
@@ -67,13 +87,67 @@ class JobContext:
         force: bool = False,
         **extra: Any,
     ) -> bool:
-        """Record progress (``done``/``total`` and any checkpoint keys); True if it was written.
+        """Record progress (``done``/``total`` and any checkpoint keys); True only if it was
+        written (False when throttled, when the store was unreachable, or when the lease is lost).
 
         Writes are skipped while the previous one is younger than the throttle interval, unless
         ``force`` (use it for a checkpoint that must be durable). Losing the lease (the job was
         swept and claimed by another worker) marks this attempt cancelled. A document over
         :data:`jobs_core.limits.DOCUMENT_MAX_BYTES` raises :class:`DocumentTooLarge`.
         """
+        return self._write(done, total, force, extra, None)
+
+    def save_progress(
+        self,
+        done: int | float | None = None,
+        total: int | float | None = None,
+        *,
+        checkpoint: Mapping[str, Any],
+        force: bool = True,
+        **extra: Any,
+    ) -> bool:
+        """Record the public progress (as :meth:`report_progress`) and the private
+        ``checkpoint`` in one atomic write; True only if both were written.
+
+        Forced by default (a checkpoint is meant to be durable); with ``force=False`` it is
+        throttled like :meth:`report_progress`. A checkpoint over
+        :data:`jobs_core.limits.CHECKPOINT_MAX_BYTES` raises :class:`DocumentTooLarge`.
+        """
+        if self._checkpoint_sink is None:
+            raise RuntimeError(
+                "this context cannot store a private checkpoint (a child-process handler, or a"
+                " context built without checkpoint_sink)"
+            )
+        state = dict(checkpoint)
+        size = oversize(state, CHECKPOINT_MAX_BYTES)
+        if size is not None:
+            raise DocumentTooLarge(
+                f"checkpoint over {describe_size(size - 1)} of JSON, more than the"
+                f" {describe_size(CHECKPOINT_MAX_BYTES)} a job may hold: keep large state in"
+                " your module's own tables"
+            )
+        if not self._write(done, total, force, extra, state):
+            return False
+        self._resume = state
+        return True
+
+    @property
+    def resume(self) -> Mapping[str, Any] | None:
+        """The last private checkpoint saved for this job (by an earlier attempt, or by this
+        one), None if none; read from the store on first use."""
+        if self._resume is _UNLOADED:
+            loaded = self._checkpoint_loader() if self._checkpoint_loader is not None else None
+            self._resume = None if loaded is None else dict(loaded)
+        return self._resume
+
+    def _write(
+        self,
+        done: int | float | None,
+        total: int | float | None,
+        force: bool,
+        extra: Mapping[str, Any],
+        checkpoint: Mapping[str, Any] | None,
+    ) -> bool:
         with self._lock:
             tick = self._monotonic()
             if (
@@ -96,8 +170,20 @@ class JobContext:
                 f" {describe_size(DOCUMENT_MAX_BYTES)} a job may hold: report counts and"
                 " checkpoints, not data"
             )
-        if not self._sink(document):
-            self.cancel("lease lost: the job was swept and taken by another attempt")
+        if checkpoint is None:
+            saved = self._sink(document)
+        else:
+            assert self._checkpoint_sink is not None
+            saved = self._checkpoint_sink(document, checkpoint)
+        if saved is None:
+            # Nothing was written (an outage): the throttle must not count it, so the next
+            # report tries again at once.
+            with self._lock:
+                if self._last_write == tick:
+                    self._last_write = None
+            return False
+        if not saved:
+            self.cancel(CancelReason.LEASE_LOST)
             return False
         return True
 
@@ -107,14 +193,21 @@ class JobContext:
         return self._cancel.is_set()
 
     @property
-    def cancel_reason(self) -> str:
-        """Why the attempt was asked to stop."""
+    def cancel_reason(self) -> CancelReason | None:
+        """Why the attempt was asked to stop (None while it was not): compare it with the
+        members of :class:`~jobs_core.CancelReason`, e.g. to save a checkpoint on ``SHUTDOWN``
+        but clean up on ``REQUESTED``."""
         return self._cancel_reason
+
+    @property
+    def cancel_message(self) -> str:
+        """The human-readable text of the cancellation ("" while not cancelled)."""
+        return self._cancel_message
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if the job should stop now."""
         if self._cancel.is_set():
-            raise JobCancelled(self._cancel_reason or None)
+            raise JobCancelled(self._cancel_message or None)
 
     def snooze(self, delay_s: float, reason: str = "") -> None:
         """Stop this attempt and run again after ``delay_s`` seconds, without spending an
@@ -130,8 +223,14 @@ class JobContext:
         """Sleep up to ``timeout`` seconds, waking early on cancellation; True if cancelled."""
         return self._cancel.wait(timeout)
 
-    def cancel(self, reason: str = "cancellation requested") -> None:
-        """Ask the handler to stop (called by the worker)."""
-        if not self._cancel.is_set():
-            self._cancel_reason = reason
-            self._cancel.set()
+    def cancel(
+        self, reason: CancelReason = CancelReason.REQUESTED, message: str | None = None
+    ) -> None:
+        """Ask the handler to stop (called by the worker, the runner, or a test); the first
+        reason given is kept. ``message`` defaults to the reason's own text."""
+        with self._lock:
+            if self._cancel.is_set():
+                return
+            self._cancel_reason = CancelReason(reason)
+            self._cancel_message = message or self._cancel_reason.message
+        self._cancel.set()

@@ -38,6 +38,36 @@ ACTIVE: frozenset[Status] = frozenset({Status.QUEUED, Status.RUNNING})
 FINISHED: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 
 
+class CancelReason(enum.StrEnum):
+    """Why a running attempt was asked to stop (``JobContext.cancel_reason``).
+
+    ``REQUESTED``: somebody cancelled the job (the API, the CLI, the panel); it ends
+    ``cancelled``. ``TIMEOUT``: the attempt ran past its type's ``timeout_s``; it fails as a
+    timeout (retried if the type says so). ``SHUTDOWN``: the worker is stopping and hands the job
+    back to the queue, the attempt refunded. ``LEASE_LOST``: the worker could not prove its lease
+    (the job was swept and taken by another attempt, or the worker's lease fence stopped it): this
+    attempt's writes are refused, another attempt runs or will run the job.
+    """
+
+    REQUESTED = "requested"
+    TIMEOUT = "timeout"
+    SHUTDOWN = "shutdown"
+    LEASE_LOST = "lease_lost"
+
+    @property
+    def message(self) -> str:
+        """The default human-readable text of the reason."""
+        return _CANCEL_MESSAGES[self]
+
+
+_CANCEL_MESSAGES = {
+    CancelReason.REQUESTED: "cancellation requested",
+    CancelReason.TIMEOUT: "timed out",
+    CancelReason.SHUTDOWN: "the worker shut down before the job finished",
+    CancelReason.LEASE_LOST: "lease lost: the job was swept and taken by another attempt",
+}
+
+
 class DedupScope(enum.StrEnum):
     """When a job's dedup key is released (docs/contract.md §3).
 

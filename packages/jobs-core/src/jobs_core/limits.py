@@ -13,6 +13,10 @@ import json
 DOCUMENT_MAX_BYTES = 1024 * 1024
 """The largest report or progress document, as compact JSON (1 MiB)."""
 
+CHECKPOINT_MAX_BYTES = 8 * 1024 * 1024
+"""The largest private checkpoint, as compact JSON (8 MiB): it is read back only by the job's
+next attempt, never listed, but it is still rewritten whole at each save."""
+
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=str)
 """How the stores encode these documents (a value JSON cannot hold becomes its ``str``)."""
 

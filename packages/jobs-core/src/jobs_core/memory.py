@@ -10,8 +10,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
-from collections.abc import Callable, Sequence, Set
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence, Set
+from datetime import datetime, timedelta
 from typing import Any
 
 from jobs_core import codec, domain, flow
@@ -19,6 +19,7 @@ from jobs_core.clock import uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition
 from jobs_core.events import EventedJobs, InMemoryEventLog
+from jobs_core.hooks import ENDED_WITH_HOOK, HOOK_RETRY_S
 from jobs_core.ports import AHEAD_CAP, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -35,6 +36,10 @@ class InMemoryJobStore:
         self._generation = 0
         self._new_id = id_factory
         self._workers: dict[uuid.UUID, WorkerInfo] = {}
+        self._hook_due: dict[uuid.UUID, datetime] = {}
+        self._checkpoints: dict[uuid.UUID, dict[str, Any]] = {}
+        """Private checkpoints, never part of a Job (decision 0025)."""
+        """When the end hook of a failed or cancelled job is due (jobs_core.hooks)."""
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -47,6 +52,8 @@ class InMemoryJobStore:
         """Forget every job."""
         with self._lock:
             self._jobs.clear()
+            self._hook_due.clear()
+            self._checkpoints.clear()
 
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
@@ -163,15 +170,30 @@ class InMemoryJobStore:
                     alive.add(job.id)
         return alive
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress of a held job."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress of a held job (and its private checkpoint, if given)."""
+        state = None if checkpoint is None else codec.normalise_document(dict(checkpoint))
         with self._lock:
             job = self._held(ref)
             if job is None:
                 return False
             document = domain.heartbeat_progress(codec.normalise_document(progress), now)
             self._jobs[job.id] = _replace(job, progress=document)
+            if state is not None:
+                self._checkpoints[job.id] = state
             return True
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The job's private checkpoint (a copy), or None."""
+        with self._lock:
+            state = self._checkpoints.get(job_id)
+            return None if state is None else codec.normalise_document(state)
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
         """Held jobs whose cancellation was requested."""
@@ -199,6 +221,9 @@ class InMemoryJobStore:
                 return None
             finished = domain.finish(job, _stored(outcome), now)
             self._jobs[job.id] = finished
+            if finished.status in ENDED_WITH_HOOK:
+                # the finishing worker runs the hook at once; the others wait this long
+                self._hook_due[job.id] = now + timedelta(seconds=HOOK_RETRY_S)
             if finished.status is Status.QUEUED:
                 self._work_available()
             return finished
@@ -233,6 +258,29 @@ class InMemoryJobStore:
         with self._lock:
             stale = [j for j in self._jobs.values() if domain.is_stale(j, stale_before)]
             return sorted(stale, key=_queue_order)[:limit]
+
+    def take_end_hooks(
+        self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
+    ) -> list[Job]:
+        """Jobs of ``types`` whose end hook is due, each due again at ``retry_at``."""
+        wanted = frozenset(types)
+        with self._lock:
+            due = sorted(
+                (at, job_id)
+                for job_id, at in self._hook_due.items()
+                if at <= now and self._jobs[job_id].type in wanted
+            )[: max(0, limit)]
+            for _, job_id in due:
+                self._hook_due[job_id] = retry_at
+            return [self._jobs[job_id] for _, job_id in due]
+
+    def end_hooks_done(self, jobs: Sequence[Job]) -> None:
+        """Clear the due hooks of ``jobs`` that still have the same ending."""
+        with self._lock:
+            for job in jobs:
+                current = self._jobs.get(job.id)
+                if current is not None and current.finished_at == job.finished_at:
+                    self._hook_due.pop(job.id, None)
 
     def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
         """The counts behind "why is this job waiting?"."""
@@ -330,6 +378,7 @@ class InMemoryJobStore:
                 return None
             if job.status is Status.QUEUED:
                 updated = domain.cancel_queued(job, now)
+                self._hook_due[job.id] = now  # no worker ended it: any worker runs its hook
             elif job.status is Status.RUNNING:
                 updated = domain.request_cancel(job, now)
             else:
@@ -351,6 +400,7 @@ class InMemoryJobStore:
                         f"dedup key {retried.dedup_key!r} is held by job {holder.id}"
                     )
             self._jobs[job.id] = retried
+            self._hook_due.pop(job.id, None)
             self._work_available()
             return retried
 
@@ -362,6 +412,8 @@ class InMemoryJobStore:
                 return False
             domain.check_deletable(job)
             del self._jobs[job.id]
+            self._hook_due.pop(job.id, None)
+            self._checkpoints.pop(job.id, None)
             return True
 
 

@@ -10,7 +10,7 @@ test moves time with a fake clock on either adapter alike.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -118,8 +118,20 @@ class JobStore(Protocol):
         """Set ``progress.updated_at = now`` on held jobs; the ids still held."""
         ...
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress document of a held job and, if ``checkpoint`` is given, its
+        private checkpoint, in one write; False if the lease is lost."""
+        ...
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The private checkpoint of the job (never returned with a :class:`Job`), or None.
+        Kept across attempts and a retry; gone with the job."""
         ...
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
@@ -166,6 +178,25 @@ class JobStore(Protocol):
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs whose last sign of life is older than ``stale_before``."""
+        ...
+
+    def take_end_hooks(
+        self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
+    ) -> list[Job]:
+        """Up to ``limit`` jobs of ``types`` whose end hook is due at ``now``, oldest due first,
+        none to two callers (SKIP LOCKED); each is due again at ``retry_at`` unless
+        :meth:`end_hooks_done` clears it first (:mod:`jobs_core.hooks`).
+
+        Every write that ends a job ``failed`` or ``cancelled`` makes its hook due in the same
+        statement: at ``now`` for an admin cancel of a queued job, at
+        ``now + HOOK_RETRY_S`` for a worker's finish (the worker runs it at once); a retry
+        clears it.
+        """
+        ...
+
+    def end_hooks_done(self, jobs: Sequence[Job]) -> None:
+        """Clear the due hook of each of ``jobs``, if the job still has the ending it had
+        (same ``finished_at``): the hook of a later ending stays due."""
         ...
 
     def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:

@@ -23,7 +23,12 @@ Handler = Callable[[JobContext], HandlerResult | Awaitable[HandlerResult]]
 """A handler takes the context and returns the job's report (or None); sync or async."""
 
 OnFail = Callable[[Job], object]
-"""Called after every transition of the job to ``failed``; its errors are logged, never raised."""
+"""Called after every transition of the job to ``failed``, at least once (:mod:`jobs_core.hooks`);
+its errors are logged, never raised, and the hook runs again later."""
+
+OnCancel = Callable[[Job], object]
+"""Called after every transition of the job to ``cancelled`` (while queued or running), at least
+once, as :data:`OnFail`."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.:-]{0,99}$")
 
@@ -46,7 +51,9 @@ class JobType:
 
     - ``max_attempts``: claims allowed before a zombie is failed for good (docs/contract.md §5);
     - ``dedup_scope``: when the dedup key is released (see :class:`DedupScope`);
-    - ``on_fail``: the module's hook to make its domain state consistent after a failure;
+    - ``on_fail`` / ``on_cancel``: the module's hooks to make its domain state consistent after
+      the job ends failed / cancelled (also while still queued); at least once, idempotent
+      (:mod:`jobs_core.hooks`);
     - ``retry``: which errors re-queue with backoff (none by default);
     - ``timeout_s``: an attempt running longer fails as a timeout;
     - ``retention_days``: None keeps the rows forever (the default, docs/contract.md §1);
@@ -80,6 +87,7 @@ class JobType:
     concurrency_limit: int | None = None
     max_running: int | None = None
     max_snoozes: int = 20
+    on_cancel: OnCancel | None = None
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):

@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from jobs_core.context import JobContext
-from jobs_core.domain import Cancelled, Done, Failed, Job, Outcome, Requeue, Status
+from jobs_core.domain import Cancelled, CancelReason, Done, Failed, Job, Outcome, Requeue, Status
 from jobs_core.errors import JobCancelled, JobTimeout, Snooze
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
@@ -59,7 +59,7 @@ def execute(
     try:
         result = _call(job_type, ctx, on_overrun)
     except JobCancelled as cancelled:
-        return Cancelled(report={"reason": str(cancelled) or ctx.cancel_reason})
+        return Cancelled(report={"reason": str(cancelled) or ctx.cancel_message})
     except Snooze as snooze:
         return snooze_outcome(job_type, ctx.job, snooze, now() if callable(now) else now)
     except Exception as error:
@@ -67,7 +67,7 @@ def execute(
         outcome = failure_outcome(job_type, ctx.job, error, ended)
         if isinstance(outcome, Requeue) and ctx.cancelled and not isinstance(error, JobTimeout):
             # a retry would run a job somebody asked to stop
-            return Cancelled(report={"reason": ctx.cancel_reason, "error": outcome.error})
+            return Cancelled(report={"reason": ctx.cancel_message, "error": outcome.error})
         return outcome
     if result is not None and not isinstance(result, Mapping):
         return Failed(
@@ -179,7 +179,7 @@ def _in_thread(
     thread.join(None if timeout is None else timeout + slack)
     if thread.is_alive():
         assert timeout is not None
-        ctx.cancel(f"timed out after {timeout:g} s")
+        ctx.cancel(CancelReason.TIMEOUT, f"timed out after {timeout:g} s")
         if on_overrun is not None:
             on_overrun(thread)
         raise JobTimeout(f"timed out after {timeout:g} s")
@@ -215,11 +215,11 @@ async def _supervise(
         if ctx.cancelled:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            raise JobCancelled(ctx.cancel_reason or None)
+            raise JobCancelled(ctx.cancel_message or None)
         if deadline is not None and loop.time() >= deadline:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            ctx.cancel(f"timed out after {timeout:g} s")
+            ctx.cancel(CancelReason.TIMEOUT, f"timed out after {timeout:g} s")
             raise JobTimeout(f"timed out after {timeout:g} s")
     return task.result()
 

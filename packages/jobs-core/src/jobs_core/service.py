@@ -17,9 +17,9 @@ from jobs_core import domain, flow
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
+from jobs_core.hooks import ENDED_WITH_HOOK, HOOK_RETRY_S, call_end_hook
 from jobs_core.ports import Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
-from jobs_core.runner import call_on_fail
 from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
@@ -193,19 +193,43 @@ class JobService:
         return why_waiting(job, job_type, facts, now)
 
     def complete(self, ref: AttemptRef, outcome: Outcome) -> Job | None:
-        """Record the outcome of an attempt; run ``on_fail`` if it failed. None if stale."""
+        """Record the outcome of an attempt; run its end hook (``on_fail``, ``on_cancel``) if it
+        failed or was cancelled. None if stale."""
         job = self.store.finish(ref, outcome, self.clock.now())
-        if job is not None:
-            call_on_fail(self.registry, job)
+        self._ended([job])
         return job
 
     def complete_many(self, outcomes: Sequence[tuple[AttemptRef, Outcome]]) -> list[Job | None]:
         """:meth:`complete` for many attempts in one round trip."""
         jobs = self.store.finish_many(outcomes, self.clock.now()) if outcomes else []
-        for job in jobs:
-            if job is not None:
-                call_on_fail(self.registry, job)
+        self._ended(jobs)
         return jobs
+
+    def _ended(self, jobs: Iterable[Job | None]) -> None:
+        """Run the end hooks of the jobs that just ended failed or cancelled, then clear their
+        durable markers (one round trip for the batch); a hook that could not run stays due
+        and any worker's :meth:`run_end_hooks` runs it later."""
+        settled = [
+            job
+            for job in jobs
+            if job is not None
+            and job.status in ENDED_WITH_HOOK
+            and call_end_hook(self.registry, job)
+        ]
+        if settled:
+            self.store.end_hooks_done(settled)
+
+    def run_end_hooks(self, limit: int = 100) -> int:
+        """Run the due end hooks of the registered types once (the hooks of jobs ended without
+        a worker, e.g. cancelled while queued, or whose worker died before running them); how
+        many hooks were taken. At least once: see :mod:`jobs_core.hooks`."""
+        names = self.registry.names()
+        if not names:
+            return 0
+        now = self.clock.now()
+        taken = self.store.take_end_hooks(names, limit, now, now + timedelta(seconds=HOOK_RETRY_S))
+        self._ended(taken)
+        return len(taken)
 
     def complete_and_claim(
         self, outcomes: Sequence[tuple[AttemptRef, Outcome]], limit: int
@@ -227,16 +251,14 @@ class JobService:
             finished, claimed = self.store.finish_and_claim(
                 outcomes, limit, self.clock.now(), self.registry.names(), limits=limits
             )
-        for job in finished:
-            if job is not None:
-                call_on_fail(self.registry, job)
+        self._ended(finished)
         return finished, claimed
 
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
         """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
 
         Safe with several sweepers at once: each change is conditional on the attempt's lease
-        and on its still being stale, so one sweeper wins and only it calls ``on_fail``.
+        and on its still being stale, so one sweeper wins and only it runs the end hook.
         """
         report = SweepReport()
         now = self.clock.now()
@@ -250,9 +272,10 @@ class JobService:
                     continue
                 if updated.status is Status.FAILED:
                     report.failed.append(updated)
-                    call_on_fail(self.registry, updated)
+                    self._ended([updated])
                 elif updated.status is Status.CANCELLED:
                     report.cancelled.append(updated)
+                    self._ended([updated])
                 else:
                     report.requeued.append(updated)
                 log.warning(

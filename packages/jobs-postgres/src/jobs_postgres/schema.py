@@ -82,6 +82,11 @@ jobs = Table(
     Column("priority", Integer, nullable=False, server_default=text("0")),
     Column("concurrency_key", Text),
     Column("snoozes", Integer, nullable=False, server_default=text("0")),
+    # -- lifecycle (decision 0025): private columns, never part of jobs_core.Job -----------------
+    # When the end hook (on_fail / on_cancel) of a failed or cancelled job is due; NULL: none.
+    Column("hook_due_at", TIMESTAMPTZ),
+    # The handler's private checkpoint: never shown by the API, the CLI or the event log.
+    Column("checkpoint", JSONB),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(
@@ -122,6 +127,10 @@ Index(
     jobs.c.concurrency_key,
     postgresql_where=text("status = 'running'"),
 )
+
+# Jobs whose end hook is due (decision 0025): a worker's hook pass; only the rows with a hook
+# pending, so it stays tiny.
+Index("jobs_hook_due_idx", jobs.c.hook_due_at, postgresql_where=text("hook_due_at IS NOT NULL"))
 
 # Queued jobs per org in claim order: the fair claim's skip scan over orgs and each org's head
 # (jobs_postgres.fair; decision 0015 "Fairness between orgs").

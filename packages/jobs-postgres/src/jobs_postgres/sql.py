@@ -17,12 +17,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from jobs_core.hooks import HOOK_RETRY_S
 from sqlalchemy import Select, TextClause, and_, select, text, tuple_
 
 from jobs_postgres.fair import fair_due
 from jobs_postgres.schema import jobs
 
-COLUMNS: tuple[str, ...] = tuple(jobs.c.keys())
+PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
+"""Columns of ``jobs`` that are not fields of ``jobs_core.Job`` (decision 0025): no statement
+returns them with a job, the event log leaves them out."""
+
+COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns if c.name not in PRIVATE_COLUMNS)
 """The ``jobs`` columns in the order every statement returns them (see ``store._job``)."""
 
 
@@ -310,6 +315,19 @@ WHERE id = :id AND lease = :lease AND status = 'running'
 """
 )
 
+# Index: the primary key. The progress document and the private checkpoint in one statement
+# (decision 0025).
+SAVE_PROGRESS_AND_CHECKPOINT = text(
+    """
+UPDATE jobs
+SET progress = CAST(:progress AS jsonb), checkpoint = CAST(:checkpoint AS jsonb)
+WHERE id = :id AND lease = :lease AND status = 'running'
+"""
+)
+
+# Index: the primary key. Worker-side (no org): the checkpoint of the job it holds.
+CHECKPOINT_OF = text("SELECT checkpoint FROM jobs WHERE id = :id")
+
 # Index: the primary key, probed with ``id = ANY(:ids)``.
 CANCEL_REQUESTED = text(
     f"""
@@ -350,7 +368,11 @@ def _finished(stale: str) -> str:
         cancel_requested_at = CASE WHEN o.status = 'queued' THEN NULL
                                    ELSE j.cancel_requested_at END,
         finished_at = CASE WHEN o.status = 'queued' THEN j.finished_at ELSE :now END,
-        dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END
+        dedup_key = CASE WHEN o.status = 'queued' THEN j.dedup_key END,
+        -- an end with a hook: the finishing worker runs it now, any worker after the delay
+        hook_due_at = CASE WHEN o.status IN ('failed', 'cancelled')
+                           THEN CAST(:now AS timestamptz) + make_interval(secs => {HOOK_RETRY_S})
+                           ELSE j.hook_due_at END
     FROM outcome AS o
     WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
       AND {_RUNNING} {stale}
@@ -434,20 +456,54 @@ GET_FOR_UPDATE = text(
     f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id FOR UPDATE"
 )
 
-# Index: the primary key. Writes back every column an admin transition may change.
+# Index: the primary key. Writes back every column an admin transition may change; a cancel
+# of a queued job makes its end hook due now (any worker runs it), a retry clears it.
 SAVE = text(
     f"""
 WITH saved AS (
     UPDATE jobs AS j
     SET status = :status, attempts = :attempts, dedup_key = :dedup_key, run_at = :run_at,
         error = :error, started_at = :started_at, finished_at = :finished_at,
-        cancel_requested_at = :cancel_requested_at, lease = :lease, snoozes = :snoozes
+        cancel_requested_at = :cancel_requested_at, lease = :lease, snoozes = :snoozes,
+        hook_due_at = CASE
+            WHEN :status = 'queued' THEN NULL
+            WHEN :status IN ('failed', 'cancelled') AND j.status NOT IN ('failed', 'cancelled')
+                THEN :finished_at
+            ELSE j.hook_due_at END
     WHERE j.id = :id
     RETURNING {_columns("j")}
 ),
 {_WAKE.format(source="saved")},
 {_EVENTS.format(source="saved")}
 SELECT saved.* FROM saved {_NOTIFIED}
+"""
+)
+
+# Index: jobs_hook_due_idx. A worker's pass over the due end hooks (decision 0025): the rows
+# are locked SKIP LOCKED (another worker's pass takes others) and made due again later, so a
+# pass that dies before END_HOOKS_DONE leaves them to be taken again.
+TAKE_END_HOOKS = text(
+    f"""
+UPDATE jobs AS j SET hook_due_at = :retry_at
+WHERE j.id IN (
+    SELECT id FROM jobs
+    WHERE hook_due_at IS NOT NULL AND hook_due_at <= :now
+      AND type = ANY(CAST(:types AS text[]))
+    ORDER BY hook_due_at
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING {_columns("j")}
+"""
+)
+
+# Index: the primary key. Only the ending the hook was run for (same finished_at).
+END_HOOKS_DONE = text(
+    """
+UPDATE jobs AS j SET hook_due_at = NULL
+FROM unnest(CAST(:ids AS uuid[]), CAST(:ends AS timestamptz[])) AS r(id, finished_at)
+WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id
+  AND j.finished_at IS NOT DISTINCT FROM r.finished_at AND j.hook_due_at IS NOT NULL
 """
 )
 

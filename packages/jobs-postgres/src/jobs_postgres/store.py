@@ -535,15 +535,29 @@ class PostgresJobStore:
         )
         return {row[0] for row in rows}
 
-    def save_progress(self, ref: AttemptRef, progress: dict[str, Any], now: datetime) -> bool:
-        """Replace the progress document of a held job; False if the lease is lost."""
+    def save_progress(
+        self,
+        ref: AttemptRef,
+        progress: dict[str, Any],
+        now: datetime,
+        checkpoint: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Replace the progress document of a held job (and its private checkpoint, if given,
+        in the same statement); False if the lease is lost."""
         document = domain.heartbeat_progress(copy.deepcopy(progress), now)
+        params = {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)}
+        statement = sql.SAVE_PROGRESS
+        if checkpoint is not None:
+            params["checkpoint"] = _document_json(dict(checkpoint))
+            statement = sql.SAVE_PROGRESS_AND_CHECKPOINT
         with self._statement() as conn:
-            result = conn.execute(
-                sql.SAVE_PROGRESS,
-                {"id": ref.job_id, "lease": ref.lease, "progress": _document_json(document)},
-            )
+            result = conn.execute(statement, params)
             return bool(result.rowcount == 1)
+
+    def checkpoint_of(self, job_id: uuid.UUID) -> dict[str, Any] | None:
+        """The job's private checkpoint, or None."""
+        rows = self._read(sql.CHECKPOINT_OF, {"id": job_id})
+        return dict(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def cancel_requested(self, refs: Sequence[AttemptRef]) -> set[uuid.UUID]:
         """The ids among held jobs whose cancellation has been requested."""
@@ -636,6 +650,29 @@ class PostgresJobStore:
         for row in self._hot_rows(statement, params):
             results[row[0]] = _job(row[1:])
         return results
+
+    def take_end_hooks(
+        self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
+    ) -> list[Job]:
+        """Up to ``limit`` jobs of ``types`` whose end hook is due, each due again at
+        ``retry_at`` (SKIP LOCKED: none to two callers)."""
+        if limit <= 0 or not types:
+            return []
+        rows = self._rows(
+            sql.TAKE_END_HOOKS,
+            {"types": list(types), "limit": limit, "now": now, "retry_at": retry_at},
+        )
+        return sorted((_job(row) for row in rows), key=lambda job: (job.finished_at, job.id))
+
+    def end_hooks_done(self, jobs: Sequence[Job]) -> None:
+        """Clear the due hooks of ``jobs`` that still have the same ending."""
+        if not jobs:
+            return
+        with self._statement() as conn:
+            conn.execute(
+                sql.END_HOOKS_DONE,
+                {"ids": [job.id for job in jobs], "ends": [job.finished_at for job in jobs]},
+            )
 
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs whose last sign of life is older than ``stale_before``."""
