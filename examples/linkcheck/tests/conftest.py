@@ -12,18 +12,22 @@ import os
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from jobs_core import JobService, Registry, SystemClock
+from jobs_core import FakeClock, JobService, Registry, SystemClock
 from jobs_core.modules import ModuleContext
+from jobs_core.testing import JobsHarness
 from jobs_linkcheck.module import module
 from jobs_postgres.database import create_engine
 from sqlalchemy import Engine, text
 
 from examples.linkcheck.tests.database import migrate, scratch_database
 
+ORG = "acme"
 SETTINGS = {
     "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",
     "JOBS_LINKCHECK_FETCH_TIMEOUT_S": "5",
@@ -76,10 +80,18 @@ def engine(_session_engine: Engine) -> Engine:
 
 
 @pytest.fixture
-def module_context(engine: Engine, database_url: str, tmp_path: Path) -> ModuleContext:
+def clock() -> FakeClock:
+    """The tests' clock: the harness moves it (snoozes, backoff) instead of sleeping."""
+    return FakeClock(datetime.now(UTC))
+
+
+@pytest.fixture
+def module_context(
+    engine: Engine, database_url: str, tmp_path: Path, clock: FakeClock
+) -> ModuleContext:
     """What a deployable gives the module's builders."""
     return ModuleContext(
-        engine=engine, database_url=database_url, data_dir=tmp_path, settings=SETTINGS
+        engine=engine, database_url=database_url, data_dir=tmp_path, settings=SETTINGS, clock=clock
     )
 
 
@@ -90,21 +102,38 @@ def registry(module_context: ModuleContext) -> Registry:
 
 
 @pytest.fixture
-def service(engine: Engine, registry: Registry) -> JobService:
-    """The job use cases on the database, knowing the module's types."""
+def service(engine: Engine, registry: Registry, clock: FakeClock) -> JobService:
+    """The job use cases on the database, knowing the module's types, on the fake clock."""
     from jobs_postgres.store import PostgresJobStore
 
-    return JobService(PostgresJobStore(engine), registry, SystemClock())
+    return JobService(PostgresJobStore(engine), registry, clock)
 
 
 @pytest.fixture
-def worker(service: JobService, database_url: str) -> Callable[..., object]:
-    """``with worker(concurrency=4): ...`` runs a real worker on a thread for the block."""
+def harness(service: JobService) -> JobsHarness:
+    """The testing kit of jobs-core on the module's database: it runs the next job (or drains
+    the queue) in the test's thread with the real runner, as a worker would."""
+    return JobsHarness(service=service, org=ORG)
+
+
+@pytest.fixture
+def worker(
+    module_context: ModuleContext, database_url: str
+) -> Callable[..., AbstractContextManager[JobService]]:
+    """``with worker(concurrency=4) as service: ...`` runs a real worker (``jobs_worker``) on a
+    thread for the block, on real time; ``service`` enqueues and reads its jobs."""
+    from jobs_postgres.store import PostgresJobStore
     from jobs_postgres.wakeup import PostgresWakeup
     from jobs_worker.worker import Worker, WorkerConfig
 
+    real_time = replace(module_context, clock=SystemClock())
+    assert real_time.engine is not None
+    service = JobService(
+        PostgresJobStore(real_time.engine), module.registry(real_time), real_time.clock
+    )
+
     @contextmanager
-    def run(concurrency: int = 4) -> Iterator[Worker]:
+    def run(concurrency: int = 4) -> Iterator[JobService]:
         config = WorkerConfig(
             concurrency=concurrency,
             poll_interval_s=0.1,
@@ -116,7 +145,7 @@ def worker(service: JobService, database_url: str) -> Callable[..., object]:
         thread = threading.Thread(target=lambda: codes.append(running.run()), daemon=True)
         thread.start()
         try:
-            yield running
+            yield service
         finally:
             running.stop()
             thread.join(20)

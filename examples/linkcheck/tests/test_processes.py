@@ -8,6 +8,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,8 +16,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 import sqlalchemy as sa
-from jobs_core import Job, JobFilter, JobService, Status
+from jobs_core import Job, JobFilter, JobService, Status, SystemClock
+from jobs_core.modules import ModuleContext
 from jobs_linkcheck.jobs import CRAWL, FETCH
+from jobs_linkcheck.module import module
 from jobs_linkcheck.tables import crawls, results
 from sqlalchemy import Engine
 
@@ -89,6 +92,15 @@ def test_jobs_migrate_runs_the_module_chain(pg_server: str) -> None:
             engine.dispose()
     assert version == "0001_linkcheck"
     assert {"jobs", "linkcheck_crawls", "linkcheck_results"} <= tables
+
+
+@pytest.fixture
+def service(engine: Engine, module_context: ModuleContext) -> JobService:
+    """The job use cases on the session database, on real time (as the processes are)."""
+    from jobs_postgres.store import PostgresJobStore
+
+    real_time = replace(module_context, clock=SystemClock())
+    return JobService(PostgresJobStore(engine), module.registry(real_time), real_time.clock)
 
 
 def test_a_crawl_killed_mid_way_resumes_and_fetches_nothing_twice_that_was_recorded(
@@ -183,6 +195,40 @@ def test_the_routes_start_a_crawl_that_a_worker_runs_and_show_its_results(
         assert other_org.status_code == 404
         listed = http.get(crawls_path, headers=auth).json()["crawls"]
         assert [c["id"] for c in listed] == [crawl["id"]]
+
+
+def test_cancelling_a_crawl_over_http_stops_it_and_its_row_says_cancelled(
+    deployment: tuple[str, str, str],
+) -> None:
+    """``POST /jobs/{crawl_id}/cancel`` on a crawl of 40 slow pages: the job ends cancelled
+    (queued between two steps, or asked to stop in one), the type's ``on_cancel`` hook marks
+    its row, and the fetches it had handed out fetch nothing more."""
+    base, token, _ = deployment
+    auth = {"Authorization": f"Bearer {token}"}
+    with serving(chain_site(40, delay_s=0.3)) as slow, httpx.Client(base_url=base) as http:
+        body = {"start_url": slow.url("/"), "max_pages": 40}
+        crawl = http.post(f"/linkcheck/sites/{slow.site}/crawls", json=body, headers=auth).json()
+        wait_for(lambda: sum(slow.hits.values()) >= 4, 60, "4 pages fetched")
+        cancelled = http.post(f"/jobs/{crawl['id']}/cancel", headers=auth)
+        assert cancelled.status_code in (200, 202), cancelled.text
+        path = f"/linkcheck/sites/{slow.site}/crawls/{crawl['id']}"
+        try:
+            wait_for(
+                lambda: http.get(path, headers=auth).json()["status"] == "cancelled",
+                30,
+                "the crawl's row to say cancelled",
+            )
+        except AssertionError:
+            job = http.get(f"/jobs/{crawl['id']}", headers=auth).json()
+            raise AssertionError(
+                f"row: {http.get(path, headers=auth).json()}\njob: {job}"
+            ) from None
+        time.sleep(0.5)  # the fetches that were running end
+        hits_after_cancel = sum(slow.hits.values())
+        time.sleep(2)
+        assert sum(slow.hits.values()) == hits_after_cancel  # the crawl stopped
+        assert hits_after_cancel < 40
+        assert http.get(f"/jobs/{crawl['id']}", headers=auth).json()["status"] == "cancelled"
 
 
 def free_port() -> int:

@@ -85,8 +85,8 @@ def extract_links(html: str, page_url: str) -> list[str]:
 
 
 MAX_URL_CHARS = 1024
-"""Longer links are not crawled (counted as dropped): this keeps a checkpoint of ``max_pages``
-URLs well under the 1 MiB a job's document may hold."""
+"""Longer links are not crawled (counted as dropped): a checkpoint of ``max_pages`` URLs then
+stays well under the 8 MiB a job's checkpoint may hold."""
 
 
 @dataclass(slots=True)

@@ -1,7 +1,13 @@
-"""The one place the module touches the job lifecycle: its checkpoint and its end hooks.
+"""The one place the module touches the job lifecycle (docs/lifecycle.md): its checkpoint and
+its end hooks.
 
-- the crawl's frontier is saved as the job's checkpoint and read back by the next attempt;
-- when a job of the module ends failed or cancelled, a hook brings the domain rows in line.
+- The crawl's frontier is the job's **private checkpoint**: saved with the public progress in
+  one statement (``ctx.save_progress(..., checkpoint=...)``), read back by the next step or the
+  next attempt (``ctx.resume``), never shown by ``GET /jobs/{id}``, ``jobs show`` or the event
+  stream. The public progress says only how far the crawl is (``done`` of ``total`` URLs).
+- When a job of the module ends **failed or cancelled** (a job cancelled while still queued
+  included), a hook brings the module's rows in line. Hooks run at least once: they are
+  idempotent (``records.finish`` leaves a row that already ended alone).
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from jobs_core import Job, JobContext
+from jobs_core import CancelReason, Job, JobContext, JobService
 
 from jobs_linkcheck.crawl import Frontier
 
@@ -17,19 +23,30 @@ EndHook = Callable[[Job], object]
 
 
 def saved_frontier(ctx: JobContext) -> Frontier | None:
-    """The frontier the previous attempt saved (None on the first attempt)."""
-    document = ctx.checkpoint
-    if not document or "frontier" not in document:
-        return None
-    return Frontier.from_checkpoint(document["frontier"])
+    """The frontier the previous step saved (None at the crawl's first step)."""
+    document = ctx.resume
+    return None if document is None else Frontier.from_checkpoint(document)
 
 
-def save_frontier(ctx: JobContext, frontier: Frontier) -> None:
-    """Save the frontier (durably: not throttled) with the crawl's progress."""
-    done = len(frontier.done)
-    ctx.report_progress(done, frontier.seen, force=True, frontier=frontier.to_checkpoint())
+def save_frontier(ctx: JobContext, frontier: Frontier) -> bool:
+    """Save the frontier durably with the crawl's public progress; False if it was not saved
+    (the store was unreachable, or the attempt lost its lease: then it is cancelled)."""
+    return ctx.save_progress(len(frontier.done), frontier.seen, checkpoint=frontier.to_checkpoint())
+
+
+def stop_if_cancel_requested(ctx: JobContext, jobs: JobService) -> None:
+    """Stop the step (``JobCancelled``) if a cancellation of its job was requested, even if the
+    worker has not passed it on yet. A step is short, so the request usually arrives while the
+    crawl is queued; when it arrives during a step, the worker may pass it on only after the
+    step has snoozed, and a snooze puts the job back in the queue without the request. Asking
+    the store before snoozing closes most of that window."""
+    ctx.raise_if_cancelled()
+    if jobs.get(ctx.job.org_id, ctx.job.id).cancel_requested_at is not None:
+        ctx.cancel(CancelReason.REQUESTED)
+        ctx.raise_if_cancelled()
 
 
 def end_hooks(hook: EndHook) -> dict[str, Any]:
-    """The :class:`~jobs_core.JobType` arguments that run ``hook`` when a job ends failed."""
-    return {"on_fail": hook}
+    """The :class:`~jobs_core.JobType` arguments that run ``hook`` when a job ends failed or
+    cancelled."""
+    return {"on_fail": hook, "on_cancel": hook}

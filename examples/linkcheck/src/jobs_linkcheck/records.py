@@ -15,8 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from jobs_core import Registry
-from jobs_postgres import enqueue_many
+from jobs_core import JobService
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects.postgresql import insert
@@ -153,16 +152,19 @@ def list_crawls(conn: Connection, org_id: str, site: str, limit: int = 50) -> li
 
 def hand_out(
     conn: Connection,
-    registry: Registry,
+    jobs: JobService,
     org_id: str,
     crawl_id: uuid.UUID,
     *,
     site: str,
     urls: Sequence[str],
 ) -> list[str]:
-    """In the caller's transaction: a result row and a fetch job for each URL that has no row
-    yet; the URLs that got one. A URL handed out before (a crawl resumed after a crash that
-    lost its checkpoint's last save) gets neither: its job exists or ran."""
+    """In the caller's transaction (``jobs`` is bound to it: ``jobs_postgres.jobs_in``): a
+    result row and a fetch job for each URL that has no row yet; the URLs that got one.
+
+    A URL handed out before (a step that crashed after this commit and before it saved its
+    frontier) gets neither: its fetch job exists or ran, so no URL is ever fetched twice for
+    that reason."""
     if not urls:
         return []
     fresh = list(
@@ -173,12 +175,8 @@ def hand_out(
             .returning(results.c.url)
         )
     )
-    enqueue_many(
-        conn,
-        registry,
-        org_id,
-        FETCH,
-        [{"crawl_id": str(crawl_id), "site": site, "url": url} for url in fresh],
+    jobs.enqueue_many(
+        org_id, FETCH, [{"crawl_id": str(crawl_id), "site": site, "url": url} for url in fresh]
     )
     return fresh
 
