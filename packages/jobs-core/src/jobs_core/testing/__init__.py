@@ -6,7 +6,7 @@ worker gives (progress and the private checkpoint saved under the attempt's leas
 on the harness's clock), runs it with :func:`jobs_core.runner.execute`, records the outcome (the
 end hooks included) and hands back the job as stored. It can stop an attempt for each
 :class:`~jobs_core.CancelReason` as the worker would, move time for retries, the throttle and the
-sweep, and assert what was enqueued. The pytest plugin :mod:`jobs_core.testing.plugin` offers it
+sweep, and assert what was enqueued. The pytest plugin :mod:`jobs_core_pytest` offers it
 as the ``jobs_harness`` fixture.
 
 It runs over any :class:`~jobs_core.JobStore`: the in-memory one by default, or the store of a

@@ -1,5 +1,8 @@
-"""The pytest plugin of the testing kit (registered through the ``pytest11`` entry point of
-jobs-core, so installing jobs-core is enough).
+"""The pytest plugin of jobs-core's testing kit (:mod:`jobs_core.testing`), registered through
+the ``pytest11`` entry point of the jobs-core distribution, so installing jobs-core is enough.
+
+A package of its own, beside ``jobs_core``: it imports pytest, which ``jobs_core`` never does
+(it depends on the standard library only); pytest loads this module, nothing else does.
 
 Fixtures:
 
@@ -13,7 +16,6 @@ Fixtures:
 from __future__ import annotations
 
 import pytest
-
 from jobs_core.clock import FakeClock
 from jobs_core.registry import Registry
 from jobs_core.testing import JobsHarness
