@@ -196,3 +196,20 @@ def test_the_development_flag_is_read_from_the_environment(
     monkeypatch.setenv("JOBS_ALLOW_PRIVATE_URLS", "1")
     settings = ApiSettings()
     assert (settings.demo_over_http, settings.allow_private_urls) == (True, True)
+
+
+def test_a_development_module_is_internal_unless_the_development_flag() -> None:
+    """The demo types declared as a development module (decision 0024) follow the same rule as
+    development registries: served to the service, public over HTTP only with the flag."""
+    from jobs_imports.module import module as imports_module
+    from jobs_worker.demo import module as demo_module
+
+    for over_http in (False, True):
+        settings = ApiSettings(store="memory", demo_types=True, demo_over_http=over_http)
+        container = build_container(settings, [], [demo_module, imports_module])
+        registry = container.registry()
+        assert "crash" in registry
+        assert registry.get("crash").public is over_http
+        # a module that owns tables is not served on the memory store
+        assert "import_csv" not in registry
+        assert container.service().registry is registry

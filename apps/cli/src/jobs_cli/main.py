@@ -190,7 +190,8 @@ def _add_server_commands(sub: Any, with_worker_options: bool) -> None:
         "jobs_cli.commands.admin:migrate",
         "create or upgrade the database schema (idempotent)",
         "Apply every pending migration to the database (JOBS_DATABASE_URL, or the embedded "
-        "server). Running it again does nothing.",
+        "server): the jobs chain, then each loaded module's chain (JOBS_MODULES; a module "
+        "after those it requires, otherwise by name). Running it again does nothing.",
     )
 
     api = _add(

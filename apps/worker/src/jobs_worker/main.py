@@ -62,6 +62,7 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_SWEEP_INTERVAL_S   --sweep-interval     JOBS_SWEEP_THRESHOLD_S --sweep-threshold
   JOBS_POLL_INTERVAL_S    --poll-interval      JOBS_CANCEL_CHECK_S    --cancel-check
   JOBS_SHUTDOWN_GRACE_S   --shutdown-grace     JOBS_DEMO_TYPES        --demo-types
+  JOBS_MODULES            the modules to load (entry points of group jobs.modules; default all)
   JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
   JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
   JOBS_SYNCHRONOUS_COMMIT --synchronous-commit

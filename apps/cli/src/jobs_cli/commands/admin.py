@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 
-def migrate_url(url: str, settings: CliSettings) -> list[str]:
+def migrate_url(url: str, settings: CliSettings | None = None) -> list[str]:
     """Apply every pending migration to the database at ``url`` (idempotent): the jobs chain
     first, then each loaded module's chain in the modules' order (decision 0024: after the
     modules it requires, else by name), each with its own version table. The names of the
@@ -23,7 +23,8 @@ def migrate_url(url: str, settings: CliSettings) -> list[str]:
 
     from jobs_cli.registries import modules
 
-    loaded = modules(settings)  # before touching the database: a broken module stops here
+    # before touching the database: a broken module stops here
+    loaded = modules(settings if settings is not None else CliSettings.from_env())
     upgrade(url)
     return ["jobs", *migrate_modules(url, loaded)]
 
