@@ -157,7 +157,7 @@ def deployment(database_url: str, spawn: Callable[..., Process]) -> tuple[str, s
 
 
 def test_the_routes_start_a_crawl_that_a_worker_runs_and_show_its_results(
-    engine: Engine, deployment: tuple[str, str, str]
+    deployment: tuple[str, str, str],
 ) -> None:
     base, token, other = deployment
     auth = {"Authorization": f"Bearer {token}"}
