@@ -21,6 +21,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Path, Query, Response
 from jobs_core import PayloadInvalid
 from jobs_core.modules import RouteContext
+from jobs_postgres import enqueue
 from pydantic import BaseModel, Field
 
 from jobs_linkcheck import records
@@ -42,8 +43,6 @@ class StartCrawl(BaseModel):
 
 def routers(ctx: RouteContext) -> list[APIRouter]:
     """The module's router (the declaration's ``routers``)."""
-    from jobs_postgres import enqueue
-
     engine = ctx.module.engine
     if engine is None:
         raise RuntimeError("the linkcheck module needs a database (JOBS_STORE=memory has none)")

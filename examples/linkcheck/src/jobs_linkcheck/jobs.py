@@ -213,6 +213,8 @@ class Handlers:
                 records.hand_out(
                     conn, self.jobs(conn), org_id, crawl_id, site=frontier.site, urls=batch
                 )
+        # Not saved (the database was unreachable)? The next step replays this one from the
+        # previous checkpoint: it hands out nothing twice (see records.hand_out).
         save_frontier(ctx, frontier)
         if not frontier.finished:
             with records.connected(self.engine) as conn:
