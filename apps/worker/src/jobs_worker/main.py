@@ -165,7 +165,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         dest="poll_interval_s",
         type=_positive_float,
         metavar="S",
-        help="fallback poll when no notification arrives "
+        help="fallback poll when no notification arrives, and the pace of the end hooks' pass "
         f"(JOBS_POLL_INTERVAL_S, default {_default('poll_interval_s'):g})",
     )
     group.add_argument(

@@ -22,7 +22,8 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_HEARTBEAT_S``: how often every running job's ``progress.updated_at`` is refreshed.
     - ``JOBS_SWEEP_INTERVAL_S`` / ``JOBS_SWEEP_THRESHOLD_S``: how often zombies are looked for, and
       how long a running job may stay silent before it is one (docs/contract.md §5).
-    - ``JOBS_POLL_INTERVAL_S``: the fallback poll when no notification arrives.
+    - ``JOBS_POLL_INTERVAL_S``: the fallback poll when no notification arrives, and how often
+      the due end hooks of jobs ended elsewhere are run (docs/lifecycle.md).
     - ``JOBS_CANCEL_CHECK_S``: how often running jobs are checked for a cancellation request.
     - ``JOBS_SHUTDOWN_GRACE_S``: after SIGTERM/SIGINT, how long running jobs may take to finish
       before they are cancelled and handed back to the queue.

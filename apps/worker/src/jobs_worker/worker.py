@@ -14,6 +14,9 @@ Threads (decision 0001 and 0006):
 - the **monitor** checks running jobs for cancellation requests (every ``cancel_check_s``) and
   heartbeats them (every ``heartbeat_s``); a job whose lease is gone gets its context cancelled;
 - the **sweeper** re-queues or fails zombies at start and every ``sweep_interval_s``;
+- the **hook pass** runs the due ``on_fail`` / ``on_cancel`` hooks of jobs this worker did not
+  end itself (cancelled while queued, or whose worker died) every ``poll_interval_s``
+  (decision 0025);
 - the **fence** (:mod:`jobs_worker.fence`) cancels the handlers whose lease could not be proven
   in time and stops the claims until the store answers (docs/worker.md, "The lease fence").
 
