@@ -25,7 +25,7 @@ from typing import Any
 
 from jobs_core.flow import ClaimLimits
 
-from jobs_postgres.sql import claim_set
+from jobs_postgres.sql import LOG_CLAIMED, claim_set
 
 # Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
 _KEY_LOCK = "hashtextextended(d.type || chr(31) || d.concurrency_key, 1501)"
@@ -136,11 +136,15 @@ key_fit AS (
 due AS (
     SELECT k.id FROM key_fit AS k LEFT JOIN type_running AS tr ON tr.type = k.type
     WHERE k.type_limit IS NULL OR coalesce(tr.n, 0) + k.type_rank <= k.type_limit
-)
-UPDATE jobs AS j
-{claim_set("%(now)s")}
-WHERE j.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING {columns}
+),
+claimed AS (
+    UPDATE jobs AS j
+    {claim_set("%(now)s")}
+    WHERE j.id = ANY(ARRAY(SELECT id FROM due))
+    RETURNING {columns}
+),
+{LOG_CLAIMED}
+SELECT * FROM claimed
 """
 
 

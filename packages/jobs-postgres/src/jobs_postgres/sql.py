@@ -245,6 +245,24 @@ def claim_set(now: str) -> str:
     dedup_key = CASE WHEN j.dedup_scope = 'queue' THEN NULL ELSE j.dedup_key END"""
 
 
+# The events of the drain's own statements (docs/events.md; migration 0009_hot_path_log): a claim
+# and a finish insert their rows of ``job_events`` in a CTE of the same statement, with the
+# kind they are (jobs_core.events.change_kind of that transition) and the job as it is after
+# it, without the lease; the update trigger does not fire for them (its column list leaves out
+# every column they write). A data-modifying CTE runs whether or not anything reads it. The rows
+# of one statement are logged in the order the statement wrote them (no sort in the claim's
+# plan); the order that matters, a job's changes, follows the statements.
+_LOGGED = """{source}_logged AS (
+    INSERT INTO job_events (org_id, job_id, kind, job)
+    SELECT r.org_id, r.id, {kind}, to_jsonb(r) - ARRAY['lease', 'ord']
+    FROM {source} AS r
+)"""
+LOG_CLAIMED = _LOGGED.format(source="claimed", kind="'claimed'")
+_LOG_FINISHED = _LOGGED.format(
+    source="finished", kind="CASE WHEN r.status = 'queued' THEN 'requeued' ELSE r.status END"
+)
+
+
 # The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
 # join with the CTE could be planned as a scan of the whole table, whose history the planner
 # cannot see through the CTE. The key of a ``queue``-scope job is released in the same
@@ -260,9 +278,10 @@ RETURNING {_columns("j")}"""
 def claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
     """Claim up to ``:limit`` due jobs in one statement (see :func:`_due`; with ``fair``, in
     fair order between orgs, :func:`jobs_postgres.fair.fair_due`)."""
-    if fair:
-        return text(f"WITH RECURSIVE {fair_due(types)}\n{_CLAIM_DUE}\n")
-    return text(f"WITH {_due(types)}\n{_CLAIM_DUE}\n")
+    due = f"RECURSIVE {fair_due(types)}" if fair else _due(types)
+    return text(
+        f"WITH {due},\nclaimed AS (\n{_CLAIM_DUE}\n),\n{LOG_CLAIMED}\nSELECT * FROM claimed\n"
+    )
 
 
 CLAIM_ALL = claim(None)
@@ -366,7 +385,8 @@ FINISH = text(
     f"""
 WITH {_OUTCOME},
 {_FINISHED},
-{_WAKE.format(source="finished")}
+{_WAKE.format(source="finished")},
+{_LOG_FINISHED}
 SELECT finished.* FROM finished {_NOTIFIED}
 """
 )
@@ -389,7 +409,9 @@ WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
 {fair_due(types) if fair else _due(types)},
 claimed AS (
 {_CLAIM_DUE}
-)
+),
+{_LOG_FINISHED},
+{LOG_CLAIMED}
 SELECT finished.* FROM finished {_NOTIFIED}
 UNION ALL
 SELECT NULL, claimed.* FROM claimed
