@@ -83,7 +83,17 @@ def _drain_once(
     )
     (result,) = sorted(out.glob("2*.json"))
     drain = json.loads(result.read_text())["summary"]["drain"]
-    return {"c1": float(drain["default"]["jps"]), "c10": float(drain["c10"]["jps"])}
+    figures: dict[str, float] = {}
+    for cfg, name in (("default", "c1"), ("c10", "c10")):
+        figures[name] = float(drain[cfg]["jps"])  # from the worker's spawn: start-up included
+        figures[f"{name}_active"] = float(drain[cfg]["active_jps"])  # from its first job
+        figures[f"{name}_startup_s"] = float(drain[cfg]["startup_s"])
+    return figures
+
+
+FIGURES = ("c1", "c10", "c1_active", "c10_active", "c1_startup_s", "c10_startup_s")
+"""What one drain gives: jobs/s from the worker's spawn (``c1``, ``c10``), jobs/s from its
+first job (``*_active``: the drain alone), and seconds from its spawn to its first job."""
 
 
 def ab(args: argparse.Namespace) -> None:
@@ -93,7 +103,7 @@ def ab(args: argparse.Namespace) -> None:
         name, _, assignments = variant.partition(":")
         sides[name] = ROOT
         envs[name] = dict(pair.split("=", 1) for pair in assignments.split(",") if pair)
-    figures: dict[str, dict[str, list[float]]] = {s: {"c1": [], "c10": []} for s in sides}
+    figures: dict[str, dict[str, list[float]]] = {s: {f: [] for f in FIGURES} for s in sides}
     order = []
     for round_ in range(args.rounds):
         order += list(sides) if round_ % 2 == 0 else list(reversed(sides))
@@ -103,14 +113,17 @@ def ab(args: argparse.Namespace) -> None:
             got = _drain_once(
                 sides[side], side.lower(), args.n, args.pg_url, out, env=envs.get(side)
             )
-            log(f"run {index + 1}/{len(order)} side {side}: c1 {got['c1']} c10 {got['c10']} j/s")
+            log(
+                f"run {index + 1}/{len(order)} side {side}: c1 {got['c1']} c10 {got['c10']} j/s"
+                f" (from the first job: {got['c1_active']}, {got['c10_active']}; start-up"
+                f" {got['c1_startup_s']} s, {got['c10_startup_s']} s)"
+            )
             for cfg, value in got.items():
                 figures[side][cfg].append(value)
     medians = {s: {c: statistics.median(v) for c, v in f.items()} for s, f in figures.items()}
-    ratios = {c: round(medians["A"][c] / medians["B"][c], 3) for c in ("c1", "c10")}
+    ratios = {c: round(medians["A"][c] / medians["B"][c], 3) for c in FIGURES}
     variant_ratios = {
-        name: {c: round(medians[name][c] / medians["B"][c], 3) for c in ("c1", "c10")}
-        for name in envs
+        name: {c: round(medians[name][c] / medians["B"][c], 3) for c in FIGURES} for name in envs
     }
     spread = {
         s: {c: [round(min(v), 1), round(max(v), 1)] for c, v in f.items()}
@@ -131,21 +144,23 @@ def ab(args: argparse.Namespace) -> None:
         "min_max_jps": spread,
     }
     rows = "\n".join(
-        f"| {c} | {medians['A'][c]:.0f} | {medians['B'][c]:.0f} | {ratios[c]:.3f} |"
-        for c in ("c1", "c10")
+        f"| {c} | {medians['A'][c]:.3g} | {medians['B'][c]:.3g} | {ratios[c]:.3f} |"
+        for c in FIGURES
     )
     for name, env in envs.items():
         rows += "\n" + "\n".join(
-            f"| {c} ({name}: {env}) | {medians[name][c]:.0f} | {medians['B'][c]:.0f} | "
+            f"| {c} ({name}: {env}) | {medians[name][c]:.3g} | {medians['B'][c]:.3g} | "
             f"{variant_ratios[name][c]:.3f} |"
-            for c in ("c1", "c10")
+            for c in FIGURES
         )
     write(
         "ab",
         document,
         f"# Plain drain A/B ({args.n} no-op jobs, {args.rounds} rounds, order {' '.join(order)})"
-        f"\n\nA = {document['a_commit']}, B = {document['b_commit']}; medians of jobs/s.\n\n"
-        f"| drain | A j/s | B j/s | A/B |\n|---|---|---|---|\n{rows}\n\n"
+        f"\n\nA = {document['a_commit']}, B = {document['b_commit']}; medians. `c1`, `c10`: jobs/s"
+        " from the worker's spawn (its start-up counted); `*_active`: jobs/s from its first job;"
+        " `*_startup_s`: seconds from its spawn to its first job.\n\n"
+        f"| figure | A | B | A/B |\n|---|---|---|---|\n{rows}\n\n"
         f"Every run: {json.dumps(figures)}\n\nMin/max: {json.dumps(spread)}\n",
     )
 
