@@ -42,7 +42,10 @@ async def test_get_list_and_events_never_show_the_checkpoint(
 
         with container.engine().connect() as conn:
             logged = conn.execute(
-                text("SELECT kind, job::text FROM job_events WHERE job_id = :id ORDER BY seq"),
+                text(
+                    "SELECT kind, to_jsonb(e)::text FROM job_events e WHERE job_id = :id"
+                    " ORDER BY seq"
+                ),
                 {"id": running.id},
             ).all()
         assert [kind for kind, _ in logged] == ["enqueued", "claimed", "progress", "done"]

@@ -271,7 +271,7 @@ def test_the_private_columns_and_the_heartbeat_are_no_event_and_never_logged(
     ``checkpoint`` or the heartbeat logs no event, and no logged job shows ``lease``,
     ``hook_due_at`` or ``checkpoint``; its downgrade puts back 0006's ``jobs_event_kind``, under
     which a heartbeat is still no event."""
-    migrations.upgrade(scratch_url)
+    migrations.upgrade(scratch_url, "0009_hot_path_log")  # the log as 0007 left it
     engine = create_engine(scratch_url)
     silent = [
         "UPDATE jobs SET hook_due_at = now()",
@@ -319,5 +319,73 @@ def test_the_private_columns_and_the_heartbeat_are_no_event_and_never_logged(
             logged = _events(conn)
         assert [kind for kind, _ in logged] == ["enqueued", "updated"]
         assert "lease" not in logged[-1][1]
+    finally:
+        engine.dispose()
+
+
+def test_the_event_log_keeps_typed_columns_and_converts_what_it_held(scratch_url: str) -> None:
+    """0010_typed_event_log: the rows already logged as documents become typed columns equal to
+    what the documents said, new events are written as columns (never a private column), and
+    the downgrade builds the documents back."""
+    migrations.upgrade(scratch_url, "0009_hot_path_log")
+    engine = create_engine(scratch_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (org_id, type, payload, dedup_key, requested_dedup_key)"
+                    " VALUES ('o', 't', '{\"n\": 1}', 'k', 'k')"
+                )
+            )
+            conn.execute(
+                text(
+                    "UPDATE jobs SET status = 'running', attempts = 1, started_at = now(),"
+                    " progress = '{\"done\": 3}', lease = gen_random_uuid()"
+                )
+            )
+            before = [
+                dict(d) for (d,) in conn.execute(text("SELECT job FROM job_events ORDER BY seq"))
+            ]
+        assert [d["status"] for d in before] == ["queued", "running"]
+        migrations.upgrade(scratch_url)
+        columns = {c["name"] for c in inspect(engine).get_columns("job_events")}
+        assert "job" not in columns
+        assert not {"lease", "heartbeat_at", "hook_due_at", "checkpoint"} & columns
+        with engine.begin() as conn:
+            converted = conn.execute(
+                text(
+                    "SELECT kind, status, attempts, payload, progress, dedup_key,"
+                    " requested_dedup_key, created_at = (SELECT created_at FROM jobs),"
+                    " started_at IS NOT NULL FROM job_events ORDER BY seq"
+                )
+            ).all()
+            assert [tuple(r) for r in converted] == [
+                ("enqueued", "queued", 0, {"n": 1}, None, "k", "k", True, False),
+                ("claimed", "running", 1, {"n": 1}, {"done": 3}, "k", "k", True, True),
+            ]
+            # the update trigger: a statement naming a column the claim and the finish leave out
+            conn.execute(
+                text(
+                    "UPDATE jobs SET status = 'done', finished_at = now(), lease = NULL,"
+                    " cancel_requested_at = NULL"
+                )
+            )
+            conn.execute(text("DELETE FROM jobs"))
+            kinds = conn.execute(text("SELECT kind, status FROM job_events ORDER BY seq")).all()
+        assert [tuple(k) for k in kinds][2:] == [("done", "done"), ("deleted", "done")]
+        migrations.downgrade(scratch_url, "0009_hot_path_log")
+        with engine.begin() as conn:
+            documents = [
+                d for (d,) in conn.execute(text("SELECT job FROM job_events ORDER BY seq"))
+            ]
+            assert [d["status"] for d in documents] == ["queued", "running", "done", "done"]
+            assert documents[1]["progress"] == {"done": 3}
+            assert documents[0]["payload"] == {"n": 1}
+            conn.execute(text("INSERT INTO jobs (org_id, type) VALUES ('o', 'again')"))
+            last = conn.execute(
+                text("SELECT job FROM job_events ORDER BY seq DESC LIMIT 1")
+            ).scalar_one()
+        assert last["type"] == "again"
+        assert "lease" not in last
     finally:
         engine.dispose()

@@ -52,7 +52,7 @@ def test_a_worker_runs_on_cancel_for_a_job_cancelled_while_queued(
     assert job_of(pg_store, job.id).status is Status.CANCELLED
     with pg_engine.connect() as conn:
         kinds = conn.execute(
-            text("SELECT kind, job FROM job_events WHERE job_id = :id ORDER BY seq"),
+            text("SELECT kind, to_jsonb(e) FROM job_events e WHERE job_id = :id ORDER BY seq"),
             {"id": job.id},
         ).all()
     assert [kind for kind, _ in kinds] == ["enqueued", "cancelled"]

@@ -28,12 +28,46 @@ def oversize(document: object, limit: int = DOCUMENT_MAX_BYTES) -> int | None:
     marked by the caller as "over"), so a huge document costs little more than its largest
     value. Sizes are counted in characters of the ASCII-escaped JSON, i.e. bytes.
     """
+    if document is None or _surely_under(document, limit):
+        return None
     size = 0
     for chunk in _ENCODER.iterencode(document):
         size += len(chunk)
         if size > limit:
             return size
     return None
+
+
+_WIDEST_CHAR = 12
+"""The most a character of text takes in ASCII-escaped JSON: a surrogate pair, 12 bytes."""
+
+
+def _surely_under(document: object, limit: int) -> bool:
+    """True when ``document`` is a flat dict of text keys and scalar values whose JSON cannot
+    reach ``limit`` bytes, by a bound computed without encoding it: the common small report
+    skips the encoder (a pure-Python ``iterencode`` per call, a few percent of a worker's CPU
+    per job of a drain; bench/NOTES.md). False means "not known", never "over"."""
+    if type(document) is not dict:
+        return False
+    bound = 2
+    for key, value in document.items():
+        if type(key) is not str:
+            return False
+        kind = type(value)
+        if kind is str:
+            width = len(value) * _WIDEST_CHAR + 2
+        elif kind is bool or value is None:
+            width = 5
+        elif kind is int and -(10**18) < value < 10**18:
+            width = 20
+        elif kind is float:
+            width = 24
+        else:
+            return False
+        bound += len(key) * _WIDEST_CHAR + 4 + width
+        if bound > limit:
+            return False
+    return True
 
 
 def describe_size(size: int) -> str:

@@ -19,7 +19,7 @@ more than a poll of an index costs the API (decision 0013, bench/NOTES.md).
 from __future__ import annotations
 
 import threading
-import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from jobs_core.events import EventBatch, EventKind, JobEvent, Position, Present
 from sqlalchemy import Engine, text
 
 from jobs_postgres.errors import unavailable_as_store_error
+from jobs_postgres.schema import EVENT_JOB_COLUMNS
 
 # The boundary of what is final: the oldest transaction of *this* database still running (or
 # the snapshot's xmax when there is none). A transaction of another database can never write
@@ -55,7 +56,8 @@ b AS (
 # Index: job_events_pkey (xid, seq), bounded by the boundary of the statement's own snapshot.
 _READ = f"""
 WITH {_BOUNDARY}
-SELECT e.xid::text::bigint, e.seq, e.kind, e.at, e.job, b.boundary
+SELECT e.xid::text::bigint, e.seq, e.kind, e.at, b.boundary, e.job_id, e.org_id,
+       {{job}}
 FROM b LEFT JOIN LATERAL (
     SELECT * FROM job_events e
     WHERE (e.xid, e.seq) > (CAST(CAST(:xid AS text) AS xid8), CAST(:seq AS bigint))
@@ -64,8 +66,9 @@ FROM b LEFT JOIN LATERAL (
     LIMIT :limit
 ) e ON true
 """
-READ_ALL = text(_READ.format(org=""))
-READ_ORG = text(_READ.format(org="AND e.org_id = :org_id"))
+_JOB = ", ".join(f"e.{name}" for name in EVENT_JOB_COLUMNS)
+READ_ALL = text(_READ.format(org="", job=_JOB))
+READ_ORG = text(_READ.format(org="AND e.org_id = :org_id", job=_JOB))
 
 HEAD = text(f"WITH {_BOUNDARY} SELECT boundary FROM b")
 # One snapshot: the boundary, the snapshot's xmax, and this database's transactions running.
@@ -109,33 +112,18 @@ FORGET_BEFORE = text(
 FORGET_ALL_OLD = text(_FORGET.format(bound="e.at < :before"))
 
 
-def _stamp(raw: Any) -> datetime | None:
-    return None if raw is None else datetime.fromisoformat(raw)
+_FIELDS = ("id", "org_id", *EVENT_JOB_COLUMNS)
+"""The fields of :class:`Job` a logged job sets, in the order :data:`READ_ALL` returns them (the
+others keep their defaults: an event never shows the lease, the priority or the heartbeat)."""
 
 
-def job_of(row: dict[str, Any]) -> Job:
-    """The :class:`Job` of a ``to_jsonb(jobs row)`` document (columns it does not know, added
-    by a later migration, are ignored; the lease is never logged)."""
-    return Job(
-        id=uuid.UUID(row["id"]),
-        org_id=row["org_id"],
-        type=row["type"],
-        status=Status(row["status"]),
-        payload=row.get("payload") or {},
-        created_at=datetime.fromisoformat(row["created_at"]),
-        run_at=datetime.fromisoformat(row["run_at"]),
-        attempts=row["attempts"],
-        max_attempts=row["max_attempts"],
-        dedup_scope=DedupScope(row["dedup_scope"]),
-        dedup_key=row.get("dedup_key"),
-        requested_dedup_key=row.get("requested_dedup_key"),
-        progress=row.get("progress"),
-        report=row.get("report"),
-        error=row.get("error"),
-        started_at=_stamp(row.get("started_at")),
-        finished_at=_stamp(row.get("finished_at")),
-        cancel_requested_at=_stamp(row.get("cancel_requested_at")),
-    )
+def job_of(row: Sequence[Any]) -> Job:
+    """The :class:`Job` of a logged row: its ``job_id``, ``org_id`` and job columns
+    (``schema.EVENT_JOB_COLUMNS``), typed as in ``jobs``."""
+    fields = dict(zip(_FIELDS, row, strict=True))
+    fields["status"] = Status(fields["status"])
+    fields["dedup_scope"] = DedupScope(fields["dedup_scope"])
+    return Job(**fields)
 
 
 READER_NAME = "jobs-events-reader"
@@ -176,8 +164,8 @@ class PostgresEventFeed:
         with unavailable_as_store_error(), engine.connect() as conn:
             rows = conn.execute(statement, params).all()
         events: list[JobEvent] = []
-        boundary = rows[0][5] if rows else 0
-        for xid, seq, kind, at, job, _ in rows:
+        boundary = rows[0][4] if rows else 0
+        for xid, seq, kind, at, _, *job in rows:
             if xid is None:  # the LEFT JOIN's empty row: nothing to read
                 continue
             events.append(JobEvent(Position(xid, seq), EventKind(kind), at, job_of(job)))

@@ -194,7 +194,25 @@ job_events = Table(
     Column("job_id", UUID(as_uuid=True), nullable=False),
     Column("kind", Text, nullable=False),
     Column("at", TIMESTAMPTZ, nullable=False, server_default=text("clock_timestamp()")),
-    Column("job", JSONB, nullable=False),
+    # The job as it is after the change (before it, for a delete): its fields a reader shows,
+    # copied from the row as they are typed there; no JSON is built by the writer (migration
+    # 0010_typed_event_log). Never the lease, the heartbeat or a private column.
+    Column("type", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("payload", JSONB, nullable=False),
+    Column("progress", JSONB),
+    Column("report", JSONB),
+    Column("error", Text),
+    Column("created_at", TIMESTAMPTZ, nullable=False),
+    Column("run_at", TIMESTAMPTZ, nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("dedup_scope", Text, nullable=False),
+    Column("dedup_key", Text),
+    Column("requested_dedup_key", Text),
+    Column("started_at", TIMESTAMPTZ),
+    Column("finished_at", TIMESTAMPTZ),
+    Column("cancel_requested_at", TIMESTAMPTZ),
     PrimaryKeyConstraint("xid", "seq", name="job_events_pkey"),
     postgresql_with={
         "autovacuum_vacuum_scale_factor": "0.05",
@@ -203,6 +221,13 @@ job_events = Table(
 )
 # No index on ``at``: the prune walks the primary key from its oldest row (positions follow
 # commit time) and stops at the first row still young (migration 0008_lighter_writes).
+
+EVENT_JOB_COLUMNS: tuple[str, ...] = tuple(
+    c.name
+    for c in job_events.columns
+    if c.name not in ("xid", "seq", "org_id", "job_id", "kind", "at")
+)
+"""The columns of ``job_events`` that hold the job (after ``job_id`` and ``org_id``)."""
 
 job_events_state = Table(
     "job_events_state",

@@ -22,7 +22,7 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, Select, TextClause, select, text, tuple_
 
 from jobs_postgres.fair import fair_due
-from jobs_postgres.schema import jobs
+from jobs_postgres.schema import EVENT_JOB_COLUMNS, jobs
 
 PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
 """Columns of ``jobs`` that are not fields of ``jobs_core.Job`` (decision 0025): no statement
@@ -248,15 +248,22 @@ def claim_set(now: str) -> str:
 # The events of the drain's own statements (docs/events.md; migration 0009_hot_path_log): a claim
 # and a finish insert their rows of ``job_events`` in a CTE of the same statement, with the
 # kind they are (jobs_core.events.change_kind of that transition) and the job as it is after
-# it, without the lease; the update trigger does not fire for them (its column list leaves out
-# every column they write). A data-modifying CTE runs whether or not anything reads it. The rows
-# of one statement are logged in the order the statement wrote them (no sort in the claim's
-# plan); the order that matters, a job's changes, follows the statements.
-_LOGGED = """{source}_logged AS (
-    INSERT INTO job_events (org_id, job_id, kind, job)
-    SELECT r.org_id, r.id, {kind}, to_jsonb(r) - ARRAY['lease', 'ord']
+# it, its fields copied as typed columns (schema.EVENT_JOB_COLUMNS: no JSON is built here,
+# migration 0010_typed_event_log); the update trigger does not fire for them (its column list
+# leaves out every column they write). A data-modifying CTE runs whether or not anything reads
+# it. The rows of one statement are logged in the order the statement wrote them (no sort in
+# the claim's plan); the order that matters, a job's changes, follows the statements.
+_LOGGED = (
+    """{source}_logged AS (
+    INSERT INTO job_events (org_id, job_id, kind, """
+    + ", ".join(EVENT_JOB_COLUMNS)
+    + """)
+    SELECT r.org_id, r.id, {kind}, """
+    + ", ".join(f"r.{name}" for name in EVENT_JOB_COLUMNS)
+    + """
     FROM {source} AS r
 )"""
+)
 LOG_CLAIMED = _LOGGED.format(source="claimed", kind="'claimed'")
 _LOG_FINISHED = _LOGGED.format(
     source="finished", kind="CASE WHEN r.status = 'queued' THEN 'requeued' ELSE r.status END"
