@@ -5,6 +5,7 @@ from the SQL trigger, the memory ones from ``jobs_core.events.change_kind``)."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -194,18 +195,42 @@ def test_the_present_tells_committed_changes_apart(service: JobService, feed: Ev
     assert present.cursor <= present.until
 
 
-def test_wait_returns_when_a_change_is_committed(service: JobService, feed: EventFeed) -> None:
-    feed.wait(0.01)  # the listener of PostgreSQL starts listening on the first wait
-    waited = threading.Event()
+def test_wait_returns_by_its_timeout_and_the_change_is_then_read(
+    service: JobService, feed: EventFeed
+) -> None:
+    """A wait may return early (an adapter told of changes) or sleep its whole timeout (a
+    polled one): either way it returns, and a read after it finds what committed before."""
+    start = feed.head()
+    job = service.enqueue(ORG, "reconcile").job
+    finished = threading.Event()
 
     def waiter() -> None:
-        feed.wait(30)
-        waited.set()
+        feed.wait(0.2)
+        finished.set()
 
     thread = threading.Thread(target=waiter)
     thread.start()
-    service.enqueue(ORG, "reconcile")
-    assert waited.wait(30)
+    assert finished.wait(30), "wait(0.2) did not return"
+    thread.join()
+    assert [e.job.id for e in everything(feed, start)] == [job.id]
+
+
+def test_close_ends_a_wait_in_progress(feed: EventFeed) -> None:
+    feed.wait(0.01)
+    finished = threading.Event()
+
+    def waiter() -> None:
+        feed.wait(3600)
+        finished.set()
+
+    thread = threading.Thread(target=waiter, daemon=True)
+    thread.start()
+    # A close before the waiter starts waiting need not end its wait: close until one does (one
+    # is enough once it waits), for at most 30 s.
+    deadline = time.monotonic() + 30
+    while not finished.wait(0.05) and time.monotonic() < deadline:
+        feed.close()
+    assert finished.is_set(), "close() left a wait(3600) blocked"
     thread.join()
 
 

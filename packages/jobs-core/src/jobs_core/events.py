@@ -157,7 +157,9 @@ class EventFeed(Protocol):
         ...
 
     def wait(self, timeout: float) -> None:
-        """Block up to ``timeout`` seconds, returning early when new events may be there."""
+        """Block up to ``timeout`` seconds. An adapter told of changes returns early when new
+        events may be there; a polled one (PostgreSQL's) sleeps the whole timeout, so a reader
+        reads after every wait either way. :meth:`close` ends a wait in progress."""
         ...
 
     def id_key(self) -> bytes:
@@ -169,7 +171,8 @@ class EventFeed(Protocol):
         ...
 
     def close(self) -> None:
-        """Release what the feed holds (a listening connection)."""
+        """Release what the feed holds (a reading connection); a :meth:`wait` in progress
+        returns."""
         ...
 
 
@@ -187,6 +190,7 @@ class InMemoryEventLog:
         self._horizon = START
         self._changed = threading.Condition()
         self._key = secrets.token_bytes(32)
+        self._closes = 0
 
     def record(self, old: Job | None, new: Job | None) -> None:
         """Log the change ``old`` → ``new`` if it is visible (called under the store's lock,
@@ -237,10 +241,10 @@ class InMemoryEventLog:
             return self._horizon
 
     def wait(self, timeout: float) -> None:
-        """Until an event is recorded, or ``timeout``."""
+        """Until an event is recorded, :meth:`close`, or ``timeout``."""
         with self._changed:
-            seq = self._seq
-            self._changed.wait_for(lambda: self._seq != seq, timeout)
+            seq, closes = self._seq, self._closes
+            self._changed.wait_for(lambda: (self._seq, self._closes) != (seq, closes), timeout)
 
     def id_key(self) -> bytes:
         """A random key of this process (the log does not outlive it)."""
@@ -256,7 +260,11 @@ class InMemoryEventLog:
         return dropped
 
     def close(self) -> None:
-        """Nothing to release."""
+        """End the waits in progress; nothing else to release: the log lives as long as its
+        store, and a later reader of the same store may wait on it again."""
+        with self._changed:
+            self._closes += 1
+            self._changed.notify_all()
 
 
 class EventedJobs(dict[Any, Job]):
