@@ -84,3 +84,33 @@ def test_a_resync_makes_the_panel_read_the_list_again_and_it_stays_live(
     expect(panel.locator("#count-queued")).to_have_text(str(BURST - 1))
     assert len(list_reads) == reads_before  # by the event, not by reading the list again
     assert panel.evaluate("window.__noReload") == "kept"
+
+
+def test_a_resync_keeps_the_rows_that_stay_and_the_keyboard_focus(
+    panel: Page, system: System, org: str
+) -> None:
+    """The re-read after a resync updates the rows in place: a person tabbing through the table
+    keeps their place, and the row's control is the same element (an open dialog gives the
+    focus back to it when it closes)."""
+    [first] = insert_burst(system, org, 1)
+    opener = panel.get_by_role("button", name=re.compile(r"^noop \w+: open details$"))
+    expect(opener).to_have_count(1)
+    opener.focus()
+    opener.evaluate("node => { node.dataset.marked = 'before the resync'; }")
+    list_reads: list[str] = []
+    panel.on(
+        "request",
+        lambda request: (
+            list_reads.append(request.url)
+            if re.search(r"/jobs\?", request.url) and "/jobs/events" not in request.url
+            else None
+        ),
+    )
+
+    insert_burst(system, org, 2 * BUFFER + 10)  # past the buffer: a resync, then a re-read
+
+    expect(panel.locator("#rows tr")).to_have_count(2 * BUFFER + 11, timeout=30_000)
+    assert list_reads, "the panel did not read the list again after the resync"
+    kept = panel.locator(f"tr[data-id='{first}'] td.type button")
+    expect(kept).to_have_attribute("data-marked", "before the resync")
+    expect(kept).to_be_focused()

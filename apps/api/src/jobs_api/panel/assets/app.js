@@ -351,8 +351,13 @@ async function loadPage(reset) {
     });
     if (generation !== state.generation) return; // a newer filter won
     if (reset) {
-      for (const id of [...state.rows.keys()]) dropRow(id);
-      state.jobs.clear();
+      // The rows of jobs still on the first page stay (updated in place below): a re-read after
+      // a filter change or a resync never takes the keyboard focus from a row's control, nor
+      // the place an open dialog gives the focus back to.
+      const kept = new Set(page.items.map((job) => job.id));
+      for (const id of new Set([...state.rows.keys(), ...state.jobs.keys()])) {
+        if (!kept.has(id)) dropRow(id);
+      }
       state.unseen.clear();
       $("#newer").hidden = true;
     }
