@@ -1,9 +1,11 @@
-"""The claim's plan on a table the planner has never analyzed (bench/NOTES.md §2).
+"""The worker's plans on a table the planner has never analyzed (bench/NOTES.md §2 and §9).
 
 A freshly filled ``jobs`` table has no statistics: the planner then estimates one queued row and
 may read every queued row through a bitmap scan and sort them, for each claim. The worker's
-sessions (``WORKER_SESSION_SETTINGS``) must plan the claim as an ordered walk of
-``jobs_queue_idx`` that stops after ``limit`` rows. These tests read plans, never times.
+sessions (``STORE_SESSION_SETTINGS``) must plan the claim as an ordered walk of
+``jobs_queue_idx`` that stops after ``limit`` rows, and the finish as a probe of the primary key:
+both the plan made for the first executions' values and the generic plan every later execution
+reuses (tests/postgres/plans.py). These tests read plans, never times.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from jobs_core import NewJob
+from jobs_core import Done, NewJob, domain
 from jobs_postgres import migrations, sql
-from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
-from jobs_postgres.store import PostgresJobStore
+from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
+from jobs_postgres.store import PostgresJobStore, _patches_json
 from sqlalchemy import Engine, text
+
+from tests.postgres.plans import plans
 
 pytestmark = pytest.mark.postgres
 
@@ -37,7 +41,7 @@ def test_the_worker_claims_through_the_queue_index_on_a_never_analyzed_table(
     scratch_url: str,
 ) -> None:
     migrations.upgrade(scratch_url)
-    engine = create_engine(scratch_url, session_settings=WORKER_SESSION_SETTINGS)
+    engine = create_engine(scratch_url, session_settings=STORE_SESSION_SETTINGS)
     try:
         now = datetime.now(UTC)
         PostgresJobStore(engine).insert_many(
@@ -55,6 +59,40 @@ def test_the_worker_claims_through_the_queue_index_on_a_never_analyzed_table(
         assert "Index Scan using jobs_queue_idx" in plan, plan
         assert "Sort" not in plan, plan
         assert "Bitmap" not in plan, plan
+
+        # Every hot statement, both plans: the claims walk the queue index in order; the
+        # finish and the heartbeat probe the primary key; nothing reads the whole table.
+        store = PostgresJobStore(engine)
+        [held] = store.claim(1, now)
+        assert held.lease is not None
+        outcomes = _patches_json([domain.patch(held.ref, Done({}), now)])
+        common = {"now": now, "limit": 1}
+        statements: list[tuple[str, Any, dict[str, Any], tuple[str, ...]]] = [
+            ("claim", sql.CLAIM_ALL, common, ("jobs_queue_idx",)),
+            ("claim of types", sql.CLAIM_TYPES, {**common, "types": ["noop"]}, ("jobs_queue_idx",)),
+            ("finish", sql.FINISH, {"outcomes": outcomes}, ("jobs_pkey",)),
+            (
+                "finish and claim",
+                sql.FINISH_AND_CLAIM_ALL,
+                {**common, "outcomes": outcomes},
+                ("jobs_pkey", "jobs_queue_idx"),
+            ),
+            (
+                "heartbeat",
+                sql.HEARTBEAT,
+                {"now": now, "beat": now.isoformat(), "ids": [held.id], "leases": [held.lease]},
+                ("jobs_pkey",),
+            ),
+        ]
+        for name, statement, params, indexes in statements:
+            compiled = str(statement.compile(dialect=engine.dialect))
+            for mode, plan in plans(engine, compiled, params).items():
+                where = f"{name}, {mode} plan:\n{plan}"
+                for index in indexes:
+                    assert f"Index Scan using {index}" in plan, where
+                assert "Seq Scan on jobs" not in plan, where
+                assert "Sort" not in plan, where
+                assert "Bitmap" not in plan, where
     finally:
         engine.dispose()
 

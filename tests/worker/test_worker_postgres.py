@@ -85,6 +85,18 @@ def test_the_workers_sessions_commit_synchronously_unless_told_not_to(
         with container.engine().connect() as conn:
             assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == expected
             assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
+            # the scheduler's and the purge's statements keep plans made for their values
+            assert conn.execute(text("SHOW plan_cache_mode")).scalar_one() == "auto"
+        # the job store's sessions: the same, and one generic plan per statement
+        with container.store_engine().connect() as conn:
+            assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == expected
+            assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
+            assert conn.execute(text("SHOW plan_cache_mode")).scalar_one() == "force_generic_plan"
+        from jobs_postgres.store import PostgresJobStore as Store
+
+        store = container.store()
+        assert isinstance(store, Store)
+        assert store.engine is container.store_engine()
     finally:
         container.shutdown_resources()
 

@@ -29,8 +29,14 @@ def _database_url(url: str | None, data_dir: Path | str) -> str:
     return resolve_database_url(url, Path(data_dir))
 
 
-def _engine(url: str, synchronous_commit: bool, store_timeout_s: float) -> Iterator[Engine]:
-    from jobs_postgres.database import WORKER_SESSION_SETTINGS, create_engine
+def _engine(
+    url: str, synchronous_commit: bool, store_timeout_s: float, for_store: bool = False
+) -> Iterator[Engine]:
+    from jobs_postgres.database import (
+        STORE_SESSION_SETTINGS,
+        WORKER_SESSION_SETTINGS,
+        create_engine,
+    )
     from jobs_postgres.deadlines import abort_stuck_calls, bounded_session_settings
 
     # No pre-ping: it costs a round trip before every claim and every completion batch, and
@@ -38,14 +44,16 @@ def _engine(url: str, synchronous_commit: bool, store_timeout_s: float) -> Itera
     # StoreUnavailable, SQLAlchemy then replaces the pool's connections, and the worker's
     # backoff retries the call (the write is fenced by the lease, so a retry is safe).
     # The worker's sessions plan the claim as an ordered walk of the queue index even on a
-    # table the planner has not analyzed yet (jobs_postgres.database.WORKER_SESSION_SETTINGS).
+    # table the planner has not analyzed yet (jobs_postgres.database.WORKER_SESSION_SETTINGS);
+    # the store's sessions plan each statement once (STORE_SESSION_SETTINGS: generic plans).
     # Without synchronous commit (JOBS_SYNCHRONOUS_COMMIT=0; on by default) a commit does not
     # wait for its WAL flush: a crash of the PostgreSQL server (never of the worker) may then
     # forget the last claims and outcomes, and a job may run twice; see WorkerSettings.
     # Every wait is bounded by store_timeout_s (the lease fence's argument, docs/worker.md):
     # statement and lock timeouts, keepalives and a TCP user timeout, and a watchdog that
     # aborts a call whose link went silent (jobs_postgres.deadlines).
-    settings = {**WORKER_SESSION_SETTINGS, **bounded_session_settings(store_timeout_s * 0.8)}
+    planner = STORE_SESSION_SETTINGS if for_store else WORKER_SESSION_SETTINGS
+    settings = {**planner, **bounded_session_settings(store_timeout_s * 0.8)}
     if not synchronous_commit:
         settings["synchronous_commit"] = "off"
     engine = create_engine(
@@ -122,7 +130,12 @@ class Container(containers.DeclarativeContainer):
     )
     store_timeout_s = providers.Callable(store_timeout, config)
     engine = providers.Resource(_engine, database_url, config.synchronous_commit, store_timeout_s)
-    store = providers.ThreadSafeSingleton(_postgres_store, engine)
+    """The worker's engine for what is not the job store (the scheduler, the purge)."""
+    store_engine = providers.Resource(
+        _engine, database_url, config.synchronous_commit, store_timeout_s, for_store=True
+    )
+    """The job store's engine: the same sessions, with generic plans (STORE_SESSION_SETTINGS)."""
+    store = providers.ThreadSafeSingleton(_postgres_store, store_engine)
     wakeup = providers.Factory(_postgres_wakeup, database_url)
     """A LISTEN connection; the worker closes it when it stops."""
 

@@ -64,6 +64,25 @@ is a primary-key probe or an ordered walk of ``jobs_queue_idx``, none gains from
 the API and the CLI keep the default planner (their lists may want one)."""
 
 
+STORE_SESSION_SETTINGS: Mapping[str, str] = {
+    **WORKER_SESSION_SETTINGS,
+    "plan_cache_mode": "force_generic_plan",
+}
+"""Planner settings of the sessions of the worker's job store (the claim, the finish, the
+heartbeat: the statements a worker runs for every job).
+
+psycopg prepares a statement on the server from its fifth execution; PostgreSQL then still
+plans it again for every execution's values (a custom plan) whenever it estimates that plan
+cheaper than a generic one, which it did for the claim and the finish: planning was ~40 % of
+their round trip (0.45 of 1.15 ms for the finish-and-claim of one job at c1; bench/NOTES.md
+§9). Forced generic, each session plans a statement once and reuses the plan. The generic
+plans of these statements are the same index walks and primary-key probes as the custom ones
+(tests/postgres/test_claim_plan.py reads both, on a table never analyzed and on a million
+rows); they are rebuilt when the table is analyzed. Only the store's sessions use it: a
+statement whose best plan depends on its values (the purge's batched delete, a module's own
+queries) keeps a custom plan on the worker's other engine."""
+
+
 PING_IDLE_AFTER_S = 5.0
 """A pooled connection idle longer than this is pinged (one round trip) before it is used."""
 

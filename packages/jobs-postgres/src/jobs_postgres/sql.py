@@ -264,9 +264,24 @@ _LOGGED = (
     FROM {source} AS r
 )"""
 )
-LOG_CLAIMED = _LOGGED.format(source="claimed", kind="'claimed'")
-_LOG_FINISHED = _LOGGED.format(
-    source="finished", kind="CASE WHEN r.status = 'queued' THEN 'requeued' ELSE r.status END"
+_KIND_CLAIMED = "'claimed'"
+_KIND_FINISHED = "CASE WHEN r.status = 'queued' THEN 'requeued' ELSE r.status END"
+LOG_CLAIMED = _LOGGED.format(source="claimed", kind=_KIND_CLAIMED)
+_LOG_FINISHED = _LOGGED.format(source="finished", kind=_KIND_FINISHED)
+# The finish and the claim of one statement log their rows with one INSERT (one executor node
+# and one opening of the log and its index per statement, not two): the finished rows, then
+# the claimed ones.
+_LOG_BOTH = (
+    "both_logged AS (\n    INSERT INTO job_events (org_id, job_id, kind, "
+    + ", ".join(EVENT_JOB_COLUMNS)
+    + ")\n"
+    + "\n    UNION ALL\n".join(
+        f"    SELECT r.org_id, r.id, {kind}, "
+        + ", ".join(f"r.{name}" for name in EVENT_JOB_COLUMNS)
+        + f" FROM {source} AS r"
+        for source, kind in (("finished", _KIND_FINISHED), ("claimed", _KIND_CLAIMED))
+    )
+    + "\n)"
 )
 
 
@@ -417,8 +432,7 @@ WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
 claimed AS (
 {_CLAIM_DUE}
 ),
-{_LOG_FINISHED},
-{LOG_CLAIMED}
+{_LOG_BOTH}
 SELECT finished.* FROM finished {_NOTIFIED}
 UNION ALL
 SELECT NULL, claimed.* FROM claimed
