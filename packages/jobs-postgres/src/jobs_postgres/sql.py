@@ -253,36 +253,30 @@ def claim_set(now: str) -> str:
 # leaves out every column they write). A data-modifying CTE runs whether or not anything reads
 # it. The rows of one statement are logged in the order the statement wrote them (no sort in
 # the claim's plan); the order that matters, a job's changes, follows the statements.
-_LOGGED = (
-    """{source}_logged AS (
-    INSERT INTO job_events (org_id, job_id, kind, """
-    + ", ".join(EVENT_JOB_COLUMNS)
-    + """)
-    SELECT r.org_id, r.id, {kind}, """
-    + ", ".join(f"r.{name}" for name in EVENT_JOB_COLUMNS)
-    + """
-    FROM {source} AS r
-)"""
-)
 _KIND_CLAIMED = "'claimed'"
 _KIND_FINISHED = "CASE WHEN r.status = 'queued' THEN 'requeued' ELSE r.status END"
-LOG_CLAIMED = _LOGGED.format(source="claimed", kind=_KIND_CLAIMED)
-_LOG_FINISHED = _LOGGED.format(source="finished", kind=_KIND_FINISHED)
-# The finish and the claim of one statement log their rows with one INSERT (one executor node
-# and one opening of the log and its index per statement, not two): the finished rows, then
-# the claimed ones.
-_LOG_BOTH = (
-    "both_logged AS (\n    INSERT INTO job_events (org_id, job_id, kind, "
-    + ", ".join(EVENT_JOB_COLUMNS)
-    + ")\n"
-    + "\n    UNION ALL\n".join(
+
+
+def _logged(name: str, *sources: tuple[str, str]) -> str:
+    """The CTE ``name`` that logs the rows of each ``(source, kind)`` with one INSERT (one
+    executor node and one opening of the log and its index per statement, whatever the
+    number of sources): the rows of the first source, then the next."""
+    selects = "\n    UNION ALL\n".join(
         f"    SELECT r.org_id, r.id, {kind}, "
-        + ", ".join(f"r.{name}" for name in EVENT_JOB_COLUMNS)
-        + f" FROM {source} AS r"
-        for source, kind in (("finished", _KIND_FINISHED), ("claimed", _KIND_CLAIMED))
+        + ", ".join(f"r.{column}" for column in EVENT_JOB_COLUMNS)
+        + f"\n    FROM {source} AS r"
+        for source, kind in sources
     )
-    + "\n)"
-)
+    columns = ", ".join(EVENT_JOB_COLUMNS)
+    return (
+        f"{name} AS (\n    INSERT INTO job_events (org_id, job_id, kind, {columns})\n{selects}\n)"
+    )
+
+
+LOG_CLAIMED = _logged("claimed_logged", ("claimed", _KIND_CLAIMED))
+_LOG_FINISHED = _logged("finished_logged", ("finished", _KIND_FINISHED))
+# The finish and the claim of one statement: the finished rows, then the claimed ones.
+_LOG_BOTH = _logged("both_logged", ("finished", _KIND_FINISHED), ("claimed", _KIND_CLAIMED))
 
 
 # The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
