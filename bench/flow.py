@@ -5,6 +5,14 @@
     # main), rounds alternated A B B A ..., medians and ratios A/B
     uv run python -m bench.flow ab --b /path/to/main-worktree --rounds 3 --n 10000
 
+    # the same A/B of enqueue 1-by-1, bulk enqueue and latency (bench.run's phases), or of
+    # the bulk enqueue alone (a fresh database and a CHECKPOINT before each timed call)
+    uv run python -m bench.flow ab --phases enqueue --b /path/to/main-worktree --rounds 3
+    uv run python -m bench.flow ab --phases bulk --b /path/to/main-worktree --rounds 6
+
+    # one more side: this tree without the event log (bench/nolog.py), in the same run
+    uv run python -m bench.flow ab --b /path/to/main-worktree --variant nolog:JOBS_BENCH_NO_LOG=1
+
     # a drain of 10,000 jobs over 10 keys with limit 2 (c10), the claim latency under limits
     # with 100,000 queued jobs, and the fairness bound between two orgs
     uv run python -m bench.flow limits
@@ -55,10 +63,10 @@ def log(*parts: object) -> None:
     print(f"[{datetime.now(UTC):%H:%M:%S}]", *parts, file=sys.stderr, flush=True)
 
 
-def write(name: str, document: Mapping[str, Any], markdown: str) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def write(out: Path, name: str, document: Mapping[str, Any], markdown: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    path = RESULTS / f"flow-{name}-{stamp}"
+    path = out / f"flow-{name}-{stamp}"
     path.with_suffix(".json").write_text(json.dumps(document, indent=2, default=str) + "\n")
     path.with_suffix(".md").write_text(markdown)
     log("wrote", path.with_suffix(".md"))
@@ -96,35 +104,120 @@ FIGURES = ("c1", "c10", "c1_active", "c10_active", "c1_startup_s", "c10_startup_
 first job (``*_active``: the drain alone), and seconds from its spawn to its first job."""
 
 
+def _enqueue_once(
+    root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
+) -> dict[str, float]:
+    """One ``bench.run --phases enqueue,latency`` of the tree at ``root`` (its own
+    virtualenv), with ``env`` added to the environment of the run and its worker."""
+    python = root / ".venv" / "bin" / "python"
+    command = [
+        str(python), "-m", "bench.run", "--pg-url", pg_url, "--phases", "enqueue,latency",
+        "--n", str(n), "--history", "0", "--rounds", "1", "--db", f"bench_flow_{side}",
+        "--out", str(out),
+    ]  # fmt: skip
+    subprocess.run(
+        command, cwd=root, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+    )
+    (result,) = sorted(out.glob("2*.json"))
+    summary = json.loads(result.read_text())["summary"]
+    return {
+        "enqueue_single": float(summary["enqueue_single"]["jps"]),
+        "enqueue_bulk": float(summary["enqueue_bulk"]["jps"]),
+        "latency_p50_ms": float(summary["latency"]["p50_ms"]),
+        "latency_p99_ms": float(summary["latency"]["p99_ms"]),
+    }
+
+
+# One bulk enqueue in a fresh database, run by the tree's own interpreter (only the public
+# entry points of bench.wiring and bench.common, which every tree since 8db057f has): migrate,
+# the log's triggers off under JOBS_BENCH_NO_LOG=1, CHECKPOINT (no dirty page of an earlier phase
+# is written during the call), a warm-up call of 50, then one timed call of n.
+_BULK_SCRIPT = """
+import os, sys, time
+sys.path.insert(0, os.getcwd())
+import psycopg
+from bench import wiring
+from bench.common import NOOP, ORG, make_registry, payloads, recreate_database
+server, db, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url = recreate_database(server, db)
+wiring.migrate(url)
+with psycopg.connect(url, autocommit=True) as conn:
+    if os.environ.get("JOBS_BENCH_NO_LOG") == "1":
+        conn.execute("ALTER TABLE jobs DISABLE TRIGGER USER")
+    conn.execute("CHECKPOINT")
+with wiring.service(url, make_registry(lambda record: None)) as service:
+    service.enqueue_many(ORG, NOOP, payloads(range(10**9, 10**9 + 50)))
+    docs = payloads(range(n))
+    began = time.perf_counter()
+    service.enqueue_many(ORG, NOOP, docs)
+    elapsed = time.perf_counter() - began
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM jobs").fetchone()
+        stored = row[0] if row else 0
+if stored != n + 50:
+    sys.exit(f"{stored} jobs stored, {n + 50} enqueued")
+print(n / elapsed)
+"""
+
+
+def _bulk_once(
+    root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
+) -> dict[str, float]:
+    """One bulk enqueue of ``n`` jobs by the tree at ``root`` (see ``_BULK_SCRIPT``)."""
+    python = root / ".venv" / "bin" / "python"
+    done = subprocess.run(
+        [str(python), "-c", _BULK_SCRIPT, pg_url, f"bench_flow_{side}", str(n)],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    return {"enqueue_bulk": float(done.stdout.split()[-1])}
+
+
+ENQUEUE_FIGURES = ("enqueue_single", "enqueue_bulk", "latency_p50_ms", "latency_p99_ms")
+"""What one enqueue-and-latency run gives: jobs/s of ``n`` enqueues one call each and of one
+call of ``n``; milliseconds from an enqueue call to its handler's start (lower is better)."""
+
+
 def ab(args: argparse.Namespace) -> None:
+    once, names = {
+        "drain": (_drain_once, FIGURES),
+        "enqueue": (_enqueue_once, ENQUEUE_FIGURES),
+        "bulk": (_bulk_once, ("enqueue_bulk",)),
+    }[args.phases]
     sides = {"A": ROOT, "B": Path(args.b).resolve()}
     envs: dict[str, dict[str, str]] = {}
     for variant in args.variant:  # more sides: this tree with extra environment
         name, _, assignments = variant.partition(":")
         sides[name] = ROOT
         envs[name] = dict(pair.split("=", 1) for pair in assignments.split(",") if pair)
-    figures: dict[str, dict[str, list[float]]] = {s: {f: [] for f in FIGURES} for s in sides}
+    figures: dict[str, dict[str, list[float]]] = {s: {f: [] for f in names} for s in sides}
     order = []
     for round_ in range(args.rounds):
         order += list(sides) if round_ % 2 == 0 else list(reversed(sides))
     with tempfile.TemporaryDirectory(prefix="bench-flow-ab-") as tmp:
         for index, side in enumerate(order):
             out = Path(tmp, f"{index}-{side}")
-            got = _drain_once(
-                sides[side], side.lower(), args.n, args.pg_url, out, env=envs.get(side)
-            )
-            log(
-                f"run {index + 1}/{len(order)} side {side}: c1 {got['c1']} c10 {got['c10']} j/s"
-                f" (from the first job: {got['c1_active']}, {got['c10_active']}; start-up"
-                f" {got['c1_startup_s']} s, {got['c10_startup_s']} s)"
-            )
+            got = once(sides[side], side.lower(), args.n, args.pg_url, out, env=envs.get(side))
+            log(f"run {index + 1}/{len(order)} side {side}: {json.dumps(got)}")
             for cfg, value in got.items():
                 figures[side][cfg].append(value)
     medians = {s: {c: statistics.median(v) for c, v in f.items()} for s, f in figures.items()}
-    ratios = {c: round(medians["A"][c] / medians["B"][c], 3) for c in FIGURES}
-    variant_ratios = {
-        name: {c: round(medians[name][c] / medians["B"][c], 3) for c in FIGURES} for name in envs
-    }
+
+    def paired(x: str, y: str) -> dict[str, tuple[float, float, float]]:
+        """Per figure, the ratios x/y of the runs of the same round (adjacent in time, so a
+        drift of the machine's speed during the run cancels): median, min, max."""
+        out = {}
+        for c in names:
+            each = [a / b for a, b in zip(figures[x][c], figures[y][c], strict=True)]
+            out[c] = (round(statistics.median(each), 3), round(min(each), 3), round(max(each), 3))
+        return out
+
+    ratios = paired("A", "B")
+    variant_ratios = {name: paired(name, "B") for name in envs}
+    a_over_variant = {name: paired("A", name) for name in envs}
     spread = {
         s: {c: [round(min(v), 1), round(max(v), 1)] for c, v in f.items()}
         for s, f in figures.items()
@@ -135,32 +228,57 @@ def ab(args: argparse.Namespace) -> None:
         "a_commit": _commit(sides["A"]),
         "b_commit": _commit(sides["B"]),
         "n": args.n,
+        "phases": args.phases,
         "order": order,
         "jps": figures,
         "median_jps": medians,
         "ratio_a_over_b": ratios,
         "variants": envs,
         "ratio_variant_over_b": variant_ratios,
+        "ratio_a_over_variant": a_over_variant,
         "min_max_jps": spread,
     }
-    rows = "\n".join(
-        f"| {c} | {medians['A'][c]:.3g} | {medians['B'][c]:.3g} | {ratios[c]:.3f} |"
-        for c in FIGURES
-    )
+
+    def row(label: str, x: str, y: str, r: tuple[float, float, float], c: str) -> str:
+        return (
+            f"| {label} | {medians[x][c]:.4g} | {medians[y][c]:.4g} | **{r[0]:.3f}** "
+            f"({r[1]:.3f} to {r[2]:.3f}) |"
+        )
+
+    rows = "\n".join(row(c, "A", "B", ratios[c], c) for c in names)
     for name, env in envs.items():
         rows += "\n" + "\n".join(
-            f"| {c} ({name}: {env}) | {medians[name][c]:.3g} | {medians['B'][c]:.3g} | "
-            f"{variant_ratios[name][c]:.3f} |"
-            for c in FIGURES
+            row(f"{c}: {name} ({env}) over B", name, "B", variant_ratios[name][c], c) for c in names
         )
+        rows += "\n" + "\n".join(
+            row(f"{c}: A over {name}", "A", name, a_over_variant[name][c], c)
+            for c in names
+            if not c.endswith("startup_s")
+        )
+    legend = (
+        "`enqueue_single`: jobs/s of n enqueues, one call each; `enqueue_bulk`: jobs/s of one call"
+        " of n; `latency_*_ms`: enqueue call to handler start, one job at a time to an idle c1"
+        " worker (lower is better, so A/B above 1 is slower)."
+        if args.phases == "enqueue"
+        else "`enqueue_bulk`: jobs/s of one call of n into a fresh database, after a CHECKPOINT"
+        " and a warm-up call of 50."
+        if args.phases == "bulk"
+        else "`c1`, `c10`: jobs/s from the worker's spawn (its start-up counted); `*_active`:"
+        " jobs/s from its first job; `*_startup_s`: seconds from its spawn to its first job."
+    )
+    title = {"drain": "Plain drain", "enqueue": "Enqueue and latency", "bulk": "Bulk enqueue"}[
+        args.phases
+    ]
     write(
-        "ab",
+        args.out,
+        "ab" if args.phases == "drain" else f"ab-{args.phases}",
         document,
-        f"# Plain drain A/B ({args.n} no-op jobs, {args.rounds} rounds, order {' '.join(order)})"
-        f"\n\nA = {document['a_commit']}, B = {document['b_commit']}; medians. `c1`, `c10`: jobs/s"
-        " from the worker's spawn (its start-up counted); `*_active`: jobs/s from its first job;"
-        " `*_startup_s`: seconds from its spawn to its first job.\n\n"
-        f"| figure | A | B | A/B |\n|---|---|---|---|\n{rows}\n\n"
+        f"# {title} A/B ({args.n} no-op jobs, {args.rounds} rounds, order {' '.join(order)})"
+        f"\n\nA = {document['a_commit']}, B = {document['b_commit']}; medians. {legend}\n\n"
+        "Ratio: the median of the per-round ratios (the runs of a round are adjacent in time,"
+        " so a drift of the machine's speed cancels), then their min and max.\n\n"
+        "| figure | first side (median) | second side (median) | ratio |\n"
+        f"|---|---|---|---|\n{rows}\n\n"
         f"Every run: {json.dumps(figures)}\n\nMin/max: {json.dumps(spread)}\n",
     )
 
@@ -301,7 +419,7 @@ def limits(args: argparse.Namespace) -> None:
             "claims_of_1000_until_org_b_starts": claims,
             "org_b_position": (claims - 1) * 1000 + 1,
         }
-    write("limits", result, _limits_markdown(result))
+    write(args.out, "limits", result, _limits_markdown(result))
 
 
 def _limits_markdown(r: Mapping[str, Any]) -> str:
@@ -395,6 +513,7 @@ def fair(args: argparse.Namespace) -> None:
         result["plain_org_b_position_at_most"] = plain_claims * 1000
     lines = "\n".join(f"- {key}: {value}" for key, value in result.items())
     write(
+        args.out,
         "fair",
         result,
         f"# Fairness between orgs ({args.queued:,} queued jobs of org A)\n\n{lines}\n\n"
@@ -408,8 +527,11 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m bench.flow", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG, help="server URL (env JOBS_BENCH_PG_URL)")
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="where the results go (default bench/results)"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    a = sub.add_parser("ab", help="the plain drain of this tree against --b")
+    a = sub.add_parser("ab", help="the plain drain (or enqueue) of this tree against --b")
     a.add_argument("--b", required=True, help="the other tree (a worktree of main, synced)")
     a.add_argument("--rounds", type=int, default=3)
     a.add_argument(
@@ -420,6 +542,13 @@ def main(argv: list[str] | None = None) -> int:
         help="one more side: this tree with that environment (e.g. fair:JOBS_FAIR_CLAIM=1)",
     )
     a.add_argument("--n", type=int, default=10_000)
+    a.add_argument(
+        "--phases",
+        choices=("drain", "enqueue", "bulk"),
+        default="drain",
+        help="drain: c1 and c10 drains (default); enqueue: enqueue 1-by-1, bulk, and latency;"
+        " bulk: one bulk enqueue into a fresh database after a CHECKPOINT",
+    )
     a.set_defaults(run=ab)
     lm = sub.add_parser("limits", help="limited drain, claim latency, fairness")
     lm.add_argument("--n", type=int, default=10_000)

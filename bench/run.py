@@ -51,7 +51,7 @@ from typing import Any
 
 import psycopg
 
-from bench import httpload, wiring
+from bench import httpload, nolog, wiring
 from bench.common import (
     EXEC_FILE_ENV,
     FAILED_SQL,
@@ -188,6 +188,8 @@ def worker_main(argv: list[str]) -> int:
     parser.add_argument("--database-url", required=True)
     parser.add_argument("--concurrency", type=int, default=1)
     args = parser.parse_args(argv)
+    if nolog.install_if_asked():
+        log("this worker writes no event rows (JOBS_BENCH_NO_LOG=1, bench/nolog.py)")
     registry = make_registry(ExecRecorder())
     return wiring.run_worker(args.database_url, registry, args.concurrency)
 
@@ -208,6 +210,8 @@ class Bench:
         """A freshly created, migrated database; its URL."""
         url = recreate_database(self.o.pg_url, self.o.db)
         wiring.migrate(url)
+        if nolog.asked():
+            nolog.disable_triggers(url)
         yield url
 
     def path(self, name: str) -> Path:
@@ -258,6 +262,8 @@ class Bench:
         else:
             url = recreate_database(self.o.pg_url, self.o.db)
             wiring.migrate(url)
+        if nolog.asked():
+            nolog.disable_triggers(url)
         self.fill(url, self.o.n)
         return {**self.timed_drain(url, cfg, f"drain-{cfg}-h{history}"), **extra}
 

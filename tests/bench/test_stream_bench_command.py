@@ -51,4 +51,8 @@ def test_bench_stream_tiny_delivers_every_event(pg_server: str) -> None:
         assert clients["events_received"] == clients["events_expected"]
         assert clients["resyncs"] == 0
         assert all(doc["rounds"][0][mode]["exactly_once"] for mode in ("off", "on", "clients"))
+        # off writes no event row at all (bench/nolog.py); on logs each job's enqueue, claim
+        # and finish
+        assert doc["rounds"][0]["off"]["events_logged"] == 0
+        assert doc["rounds"][0]["on"]["events_logged"] == 3 * doc["n"]
         assert list(out.glob("stream-*.md"))
