@@ -76,21 +76,30 @@ def write(out: Path, name: str, document: Mapping[str, Any], markdown: str) -> P
 # -- A/B of the plain drain ------------------------------------------------------------------
 
 
-def _drain_once(
-    root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
-) -> dict[str, float]:
-    """One ``bench.run --phases drain`` of the tree at ``root`` (its own virtualenv), with
-    ``env`` added to the environment of the run and its worker."""
+def _bench_run(
+    root: Path, side: str, phases: str, *, n: int, pg_url: str, out: Path, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The summary of one ``bench.run --phases <phases>`` round of the tree at ``root`` (its own
+    virtualenv), with ``env`` added to the environment of the run and its worker."""
     python = root / ".venv" / "bin" / "python"
     command = [
-        str(python), "-m", "bench.run", "--pg-url", pg_url, "--phases", "drain", "--n", str(n),
+        str(python), "-m", "bench.run", "--pg-url", pg_url, "--phases", phases, "--n", str(n),
         "--history", "0", "--rounds", "1", "--db", f"bench_flow_{side}", "--out", str(out),
     ]  # fmt: skip
     subprocess.run(
-        command, cwd=root, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
+        command, cwd=root, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **env}
     )
     (result,) = sorted(out.glob("2*.json"))
-    drain = json.loads(result.read_text())["summary"]["drain"]
+    summary: dict[str, Any] = json.loads(result.read_text())["summary"]
+    return summary
+
+
+def _drain_once(
+    root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
+) -> dict[str, float]:
+    """One c1 and one c10 drain (``bench.run --phases drain``) of the tree at ``root``."""
+    summary = _bench_run(root, side, "drain", n=n, pg_url=pg_url, out=out, env=env or {})
+    drain = summary["drain"]
     figures: dict[str, float] = {}
     for cfg, name in (("default", "c1"), ("c10", "c10")):
         figures[name] = float(drain[cfg]["jps"])  # from the worker's spawn: start-up included
@@ -107,19 +116,8 @@ first job (``*_active``: the drain alone), and seconds from its spawn to its fir
 def _enqueue_once(
     root: Path, side: str, n: int, pg_url: str, out: Path, *, env: Mapping[str, str] | None = None
 ) -> dict[str, float]:
-    """One ``bench.run --phases enqueue,latency`` of the tree at ``root`` (its own
-    virtualenv), with ``env`` added to the environment of the run and its worker."""
-    python = root / ".venv" / "bin" / "python"
-    command = [
-        str(python), "-m", "bench.run", "--pg-url", pg_url, "--phases", "enqueue,latency",
-        "--n", str(n), "--history", "0", "--rounds", "1", "--db", f"bench_flow_{side}",
-        "--out", str(out),
-    ]  # fmt: skip
-    subprocess.run(
-        command, cwd=root, check=True, stdout=subprocess.DEVNULL, env={**os.environ, **(env or {})}
-    )
-    (result,) = sorted(out.glob("2*.json"))
-    summary = json.loads(result.read_text())["summary"]
+    """One ``bench.run --phases enqueue,latency`` of the tree at ``root``."""
+    summary = _bench_run(root, side, "enqueue,latency", n=n, pg_url=pg_url, out=out, env=env or {})
     return {
         "enqueue_single": float(summary["enqueue_single"]["jps"]),
         "enqueue_bulk": float(summary["enqueue_bulk"]["jps"]),
@@ -209,11 +207,15 @@ def ab(args: argparse.Namespace) -> None:
     def paired(x: str, y: str) -> dict[str, tuple[float, float, float]]:
         """Per figure, the ratios x/y of the runs of the same round (adjacent in time, so a
         drift of the machine's speed during the run cancels): median, min, max."""
-        out = {}
+        per_figure = {}
         for c in names:
             each = [a / b for a, b in zip(figures[x][c], figures[y][c], strict=True)]
-            out[c] = (round(statistics.median(each), 3), round(min(each), 3), round(max(each), 3))
-        return out
+            per_figure[c] = (
+                round(statistics.median(each), 3),
+                round(min(each), 3),
+                round(max(each), 3),
+            )
+        return per_figure
 
     ratios = paired("A", "B")
     variant_ratios = {name: paired(name, "B") for name in envs}
