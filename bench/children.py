@@ -155,7 +155,7 @@ def worker_rss(pg_url: str, handlers: Path, children: int) -> dict[str, Any]:
     from jobs_postgres.database import create_engine
     from jobs_postgres.store import PostgresJobStore
 
-    from bench.common import recreate_database
+    from bench.common import drop_database, recreate_database
 
     url = recreate_database(pg_url, "jobs_bench_children")
     migrations.upgrade(url)
@@ -209,7 +209,9 @@ def worker_rss(pg_url: str, handlers: Path, children: int) -> dict[str, Any]:
             worker.wait(30)
         except subprocess.TimeoutExpired:
             worker.kill()
+            worker.wait()
         engine.dispose()
+        drop_database(pg_url, "jobs_bench_children")
 
 
 def _comm(pid: int) -> str:

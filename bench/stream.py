@@ -41,7 +41,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import nolog, wiring
-from bench.common import NOOP, latency_summary, payloads, recreate_database, rounded, scalar
+from bench.common import (
+    NOOP,
+    drop_database,
+    latency_summary,
+    payloads,
+    recreate_database,
+    rounded,
+    scalar,
+)
 from bench.run import ROOT, Bench, free_port, parse, wait_healthy
 
 RESULTS = ROOT / "bench" / "results"
@@ -288,14 +296,17 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench(parse(base))
     orgs = [f"org-{i:03d}" for i in range(a.orgs)]
     rounds = []
-    for number in range(1, a.rounds + 1):
-        log(f"round {number}/{a.rounds}")
-        rounds.append(
-            {
-                mode: drain_phase(bench, mode, a.n, orgs, a.clients)
-                for mode in ("off", "on", "clients")
-            }
-        )
+    try:
+        for number in range(1, a.rounds + 1):
+            log(f"round {number}/{a.rounds}")
+            rounds.append(
+                {
+                    mode: drain_phase(bench, mode, a.n, orgs, a.clients)
+                    for mode in ("off", "on", "clients")
+                }
+            )
+    finally:
+        drop_database(bench.o.pg_url, bench.o.db)  # re-created per drain, dropped at the end
     summary: dict[str, Any] = {}
     for mode in ("off", "on", "clients"):
         summary[mode] = {

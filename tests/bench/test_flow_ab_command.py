@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -43,3 +44,8 @@ def test_bench_flow_ab_bulk_with_a_variant_writes_paired_ratios(pg_server: str) 
         assert low <= median <= high
         assert "| enqueue_bulk: A over nolog |" in next(out.glob("flow-ab-bulk-*.md")).read_text()
     assert set((ROOT / "bench" / "results").iterdir()) == repo_results
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        left = conn.execute(
+            "SELECT array_agg(datname) FROM pg_database WHERE datname LIKE 'bench_flow_%'"
+        ).fetchone()
+    assert left == (None,), f"the benchmark left databases behind: {left}"

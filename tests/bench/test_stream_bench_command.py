@@ -12,6 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_stream_tiny_delivers_every_event(pg_server: str) -> None:
+    db = f"jobs_bench_stream_test_{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory(prefix="jobs-stream-bench-test-") as tmp:
         out = Path(tmp) / "results"
         env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
@@ -32,7 +34,7 @@ def test_bench_stream_tiny_delivers_every_event(pg_server: str) -> None:
                 "--pg-url",
                 pg_server,
                 "--db",
-                f"jobs_bench_stream_test_{secrets.token_hex(4)}",
+                db,
                 "--out",
                 str(out),
             ],
@@ -56,3 +58,6 @@ def test_bench_stream_tiny_delivers_every_event(pg_server: str) -> None:
         assert doc["rounds"][0]["off"]["events_logged"] == 0
         assert doc["rounds"][0]["on"]["events_logged"] == 3 * doc["n"]
         assert list(out.glob("stream-*.md"))
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_database WHERE datname = %s", (db,)).fetchone()
+    assert left == (0,), f"the benchmark left its database {db} behind"
