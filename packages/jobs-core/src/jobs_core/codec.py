@@ -75,6 +75,20 @@ def encode_document(document: Any) -> str:
     return _ENCODER.encode(_document(document))
 
 
+def document(value: Any) -> Any:
+    """A report or progress document as JSON types, not encoded (:func:`encode_document`'s
+    normalisation: a store putting it inside a parameter of its own encodes the whole with
+    :func:`encode_plain`)."""
+    return _document(value)
+
+
+def encode_plain(value: Any) -> str:
+    """The compact JSON text of a value already made of JSON types (a store's own parameter:
+    text, numbers, ``None``, lists and text-keyed dicts of them, documents from
+    :func:`document`). Never normalises: a value of another type raises ``TypeError``."""
+    return _ENCODER.encode(value)
+
+
 def normalise_document(document: Any) -> Any:
     """A report or progress document as a store reads it back (a new object, never ``document``
     itself): the values a payload would refuse are kept as text. Raises what

@@ -802,7 +802,8 @@ _CLAIM_ADMITTED = flow.claim_admitted(", ".join(f"j.{name}" for name in sql.COLU
 
 def _patches_json(patches: Sequence[Patch]) -> str:
     """The ``:outcomes`` parameter of FINISH: each patch's columns as given, ``ord`` its input
-    index (sql._OUTCOME).
+    index (sql._OUTCOME). Only the report is a handler's document (normalised by the codec);
+    the rest is text, numbers and nulls built here, encoded as they are.
 
     The same attempt twice in a batch: the first patch wins, as applied in order (after it the
     job is no longer running under that lease)."""
@@ -823,14 +824,14 @@ def _patches_json(patches: Sequence[Patch]) -> str:
                 "snoozes": change.snoozes,
                 "run_at": change.run_at.isoformat(),
                 "error": change.error,
-                "report": change.report,
+                "report": None if change.report is None else codec.document(change.report),
                 "finished_at": _instant(change.finished_at),
                 "dedup_key": change.dedup_key,
                 "seen_at": _instant(change.seen_at),
                 "hook_due_at": _instant(change.hook_due_at),
             }
         )
-    return _document_json(batch)
+    return codec.encode_plain(batch)
 
 
 def _instant(value: datetime | None) -> str | None:
