@@ -22,7 +22,7 @@ from jobs_core import (
 )
 from jobs_worker.containers import build_container
 from jobs_worker.demo import registry as demo
-from jobs_worker.logs import Event, JsonFormatter
+from jobs_worker.logs import Event, Events, JsonFormatter, TextFormatter
 from jobs_worker.main import (
     _OPTION_FIELDS,
     ConfigurationError,
@@ -291,6 +291,20 @@ def test_log_lines_render_as_key_value_text_or_json() -> None:
     assert document["event"] == "job.finished"
     assert document["error"] == 'Bad "x" y'
     assert document["level"] == "info"
+
+
+def test_a_batch_of_events_is_one_record_written_one_line_per_job() -> None:
+    batch = Events(
+        [Event("job.finished", {"job_id": f"j{i}", "outcome": "done"}) for i in range(3)]
+    )
+    record = logging.LogRecord("jobs.worker", logging.INFO, __file__, 1, batch, None, None)
+    documents = [json.loads(line) for line in JsonFormatter().format(record).splitlines()]
+    assert [d["job_id"] for d in documents] == ["j0", "j1", "j2"]
+    assert all(d["event"] == "job.finished" and d["level"] == "info" for d in documents)
+    lines = TextFormatter().format(record).splitlines()
+    assert len(lines) == 3
+    assert all(" INFO jobs.worker event=job.finished job_id=j" in line for line in lines)
+    assert lines[2].endswith("job_id=j2 outcome=done")
 
 
 @pytest.mark.parametrize(("raw", "fair"), [(None, False), ("1", True), ("0", False)])

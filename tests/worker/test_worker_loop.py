@@ -11,7 +11,7 @@ import asyncio
 import dataclasses
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -28,8 +28,8 @@ from jobs_core import (
     domain,
 )
 from jobs_core.domain import parse_heartbeat
-from jobs_worker.logs import Event
-from jobs_worker.worker import WorkerConfig, is_outage
+from jobs_worker.logs import Event, Events
+from jobs_worker.worker import Worker, WorkerConfig, is_outage
 
 from tests.worker.helpers import (
     FAST,
@@ -106,16 +106,22 @@ def test_a_worker_drains_the_queue_and_every_job_runs_once() -> None:
     assert worker.stats["completed"] == 300
 
 
+def _looks_after(worker: Worker, looks: int) -> Callable[[], bool]:
+    return lambda: worker.shared.looks > looks
+
+
 def test_no_more_jobs_are_claimed_than_there_are_slots() -> None:
     gate = Gate()
     worker, service, store = build(gate_registry(gate), dataclasses.replace(FAST, concurrency=3))
     service.enqueue_many(ORG, "gate", [{}] * 10)
     with running(worker):
         wait_until(lambda: gate.running == 3, what="three jobs running")
-        # The loop keeps polling (every 50 ms) while slots are full; it must not claim more.
+        # Woken while slots are full (and no handler has ended, so no prefetch), the completer
+        # looks again and must not claim more.
         for _ in range(5):
-            worker.shared.kick.set()
-            wait_until(lambda: not worker.shared.kick.is_set(), what="the loop looked again")
+            looked_again = _looks_after(worker, worker.shared.looks)
+            worker.shared.wake()
+            wait_until(looked_again, what="the completer looked again")
         statuses = [j.status for j in store.jobs]
         assert statuses.count(Status.RUNNING) == 3
         assert statuses.count(Status.QUEUED) == 7
@@ -542,10 +548,16 @@ def test_logs_have_one_structured_line_per_job_at_info_and_its_start_at_debug(
     job = service.enqueue(ORG, "noop").job
     with running(worker):
         wait_until(lambda: status_of(store, job.id) is Status.DONE)
-    records = [
-        (r.msg, r.levelno)
+    # The ends of a batch are one record (Events), written one line per job.
+    events = [
+        (event, r.levelno)
         for r in caplog.records
-        if isinstance(r.msg, Event) and r.msg.fields.get("job_id") == job.id
+        for event in (r.msg.events if isinstance(r.msg, Events) else [r.msg])
+    ]
+    records = [
+        (e, level)
+        for e, level in events
+        if isinstance(e, Event) and e.fields.get("job_id") == job.id
     ]
     assert [(line.name, level) for line, level in records] == [
         ("job.started", logging.DEBUG),

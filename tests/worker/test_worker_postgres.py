@@ -33,7 +33,7 @@ def test_an_idle_worker_is_woken_by_the_enqueue_not_by_its_poll(
     # A poll so slow that only the NOTIFY can start the job within the wait below.
     worker = _worker(pg_url, service, poll_interval_s=60)
     with running(worker):
-        wait_until(lambda: worker.shared.kick.is_set() is False and worker.stats["claimed"] == 0)
+        wait_until(lambda: worker.shared.looks > 0 and worker.stats["claimed"] == 0)
         job = service.enqueue(ORG, "noop").job
         wait_until(lambda: job_of(pg_store, job.id).status is Status.DONE, 20, "the wake-up")
 

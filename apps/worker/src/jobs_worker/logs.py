@@ -1,7 +1,10 @@
 """Structured log lines: ``event=job.finished job_id=… type=… org=…`` as text, or JSON.
 
 A line is built lazily: :class:`Event` holds the fields and renders only if a handler formats
-it, so a filtered-out level costs almost nothing on the hot path of a fast drain.
+it, so a filtered-out level costs almost nothing on the hot path of a fast drain. The ends of a
+batch of jobs are one record (:class:`Events`, :func:`log_events`) that the worker's formatters
+write as one line per job: a record per job (its ``LogRecord``, its time stamp, its handler
+call) was a sixth of the completer's time in a fast drain.
 """
 
 from __future__ import annotations
@@ -33,6 +36,18 @@ class Event:
         return " ".join(parts)
 
 
+class Events:
+    """Several :class:`Event` of one level in one record: one line each when formatted."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+
+    def __str__(self) -> str:
+        return "\n".join(str(event) for event in self.events)
+
+
 def _text(value: Any) -> str:
     if value is None:
         return "-"
@@ -52,11 +67,38 @@ def log_event(
         logger.log(level, Event(name, fields), exc_info=exc_info)
 
 
+def log_events(
+    logger: logging.Logger, level: int, events: list[tuple[str, dict[str, Any]]]
+) -> None:
+    """Log ``events`` (name, fields) as one record of :class:`Events` (nothing is built if
+    ``level`` is disabled)."""
+    if events and logger.isEnabledFor(level):
+        logger.log(level, Events([Event(name, fields) for name, fields in events]))
+
+
+class TextFormatter(logging.Formatter):
+    """``<time> <LEVEL> <logger> event=… key=value …``, one line per event of an :class:`Events`."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record``: one line, or one per event of a batch."""
+        if not isinstance(record.msg, Events) or record.exc_info:
+            return super().format(record)
+        prefix = f"{self.formatTime(record)} {record.levelname} {record.name} "
+        return "\n".join(prefix + str(event) for event in record.msg.events)
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, then the event's fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        """Render ``record`` as a JSON line."""
+        """Render ``record`` as a JSON line (one per event of an :class:`Events`)."""
+        if isinstance(record.msg, Events):
+            return "\n".join(
+                self._document(record, event.name, event.fields) for event in record.msg.events
+            )
         document: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
@@ -71,6 +113,16 @@ class JsonFormatter(logging.Formatter):
             document["exception"] = self.formatException(record.exc_info)
         return json.dumps(document, default=str, ensure_ascii=False)
 
+    def _document(self, record: logging.LogRecord, name: str, fields: Mapping[str, Any]) -> str:
+        document: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": name,
+        }
+        document.update(fields)
+        return json.dumps(document, default=str, ensure_ascii=False)
+
 
 def configure_logging(level: str, style: Literal["text", "json"]) -> None:
     """Send the process's logs to stderr, one line each (the deployable's choice, not a
@@ -79,7 +131,7 @@ def configure_logging(level: str, style: Literal["text", "json"]) -> None:
     if style == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        handler.setFormatter(TextFormatter())
     root = logging.getLogger()
     for existing in list(root.handlers):
         root.removeHandler(existing)

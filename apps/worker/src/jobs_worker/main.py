@@ -19,7 +19,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from types import FrameType
 from typing import Any
@@ -73,7 +73,7 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_FAIR_CLAIM         claim in fair order between orgs (default 0; docs/flow-control.md)
   JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
   JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout
-  JOBS_TIMEOUT_GRACE_S    --timeout-grace
+  JOBS_TIMEOUT_GRACE_S    --timeout-grace      JOBS_PREFETCH(_WINDOW_S) --prefetch(-window)
   JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
 
 signals:
@@ -114,14 +114,21 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
-    return value
+def _int_from(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}: {text!r}")
+        return value
+
+    return parse
+
+
+_positive_int = _int_from(1)
+_non_negative_int = _int_from(0)
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -212,6 +219,21 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         f"(JOBS_TIMEOUT_GRACE_S, default {_default('timeout_grace_s'):g})",
     )
     group.add_argument(
+        "--prefetch",
+        type=_non_negative_int,
+        metavar="N",
+        help="jobs claimed beyond the free slots while handlers are short, at most (0: off) "
+        f"(JOBS_PREFETCH, default {_default('prefetch')})",
+    )
+    group.add_argument(
+        "--prefetch-window",
+        dest="prefetch_window_s",
+        type=_non_negative_float,
+        metavar="S",
+        help="how long a prefetched job may expect to wait for a slot "
+        f"(JOBS_PREFETCH_WINDOW_S, default {_default('prefetch_window_s'):g})",
+    )
+    group.add_argument(
         "--demo-types",
         dest="demo_types",
         action=argparse.BooleanOptionalAction,
@@ -267,6 +289,8 @@ _OPTION_FIELDS = (
     "lease_margin_s",
     "store_timeout_s",
     "timeout_grace_s",
+    "prefetch",
+    "prefetch_window_s",
     "demo_types",
     "extra_registries",
     "log_level",

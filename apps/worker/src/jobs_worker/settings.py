@@ -37,6 +37,9 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_TIMEOUT_GRACE_S``: how long a handler that overran its type's timeout (its attempt
       already failed) may keep its slot before the worker stops claiming, hands its other jobs
       back and exits with code 4 for its supervisor to restart it.
+    - ``JOBS_PREFETCH``: jobs a claim may take beyond the free slots while handlers are short
+      (default 100; 0: never more than the free slots); ``JOBS_PREFETCH_WINDOW_S``: how long a
+      prefetched job may expect to wait for a slot (default 0.05; docs/worker.md, "Prefetch").
     - ``JOBS_DEMO_TYPES``: register the demo types (``noop``, ``sleep``, ``fail``, ``crash``).
     - ``JOBS_EXTRA_REGISTRIES``: comma-separated ``module:attribute`` paths of more registries
       (a deployment's own job types, without editing this package).
@@ -71,6 +74,8 @@ class WorkerSettings(BaseSettings):
     lease_margin_s: float | None = Field(default=None, gt=0)
     store_timeout_s: float = Field(default=10.0, gt=0)
     timeout_grace_s: float = Field(default=30.0, gt=0)
+    prefetch: int = Field(default=100, ge=0, le=10_000)
+    prefetch_window_s: float = Field(default=0.05, ge=0, le=60)
     demo_types: bool = False
     extra_registries: Annotated[list[str], NoDecode] = Field(default_factory=list)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -188,6 +188,25 @@ def test_every_end_of_a_job_frees_its_place(
     assert len(nxt) == 1
 
 
+def test_a_job_requeued_with_a_claim_under_limits_is_left_queued(
+    service: JobService, store: JobStore, clock: FakeClock
+) -> None:
+    """The claim sent with outcomes never takes back a job those outcomes re-queue, and never
+    leaves it running unseen (a claim dropped is a job no worker holds, swept much later)."""
+    from jobs_core import Requeue
+
+    (job,) = [service.enqueue(ORG, "fetch", {"site_id": 1}).job]
+    (running,) = service.claim(5)
+    finished, claimed = service.complete_and_claim(
+        [(running.ref, Requeue(run_at=clock.now(), error="flaky"))], 5
+    )
+    assert finished[0] is not None
+    assert finished[0].status is Status.QUEUED
+    assert claimed == []
+    assert service.get(ORG, job.id).status is Status.QUEUED
+    assert [j.id for j in service.claim(5)] == [job.id]
+
+
 def test_concurrent_claimers_never_exceed_the_limits(store: JobStore, clock: FakeClock) -> None:
     """Eight claimers at once (threads, each call its own connection on PostgreSQL)."""
     service = JobService(store, flow_registry(), clock)

@@ -55,19 +55,28 @@ class JobContext:
     ) -> None:
         self.job = job
         self.checkpoint: Mapping[str, Any] | None = job.progress
-        self.logger = logger or logging.getLogger(f"jobs.handler.{job.type}")
+        self._logger = logger
         self._sink = progress_sink
         self._now = now
         self._interval = progress_interval_s
         self._monotonic = monotonic
         self._last_write: float | None = None
-        self._cancel = threading.Event()
+        # Made on the first wait only: an Event (a Condition and its lock) per job was a sixth
+        # of a fast drain's time in the worker's completer, which builds every context.
+        self._cancel: threading.Event | None = None
         self._cancel_reason: CancelReason | None = None
         self._cancel_message = ""
         self._lock = threading.Lock()
         self._checkpoint_sink = checkpoint_sink
         self._checkpoint_loader = checkpoint_loader
         self._resume: Mapping[str, Any] | None = _UNLOADED
+
+    @property
+    def logger(self) -> logging.Logger | logging.LoggerAdapter[logging.Logger]:
+        """The handler's logger (``jobs.handler.<type>`` unless the worker gave another)."""
+        if self._logger is None:
+            self._logger = logging.getLogger(f"jobs.handler.{self.job.type}")
+        return self._logger
 
     @property
     def payload(self) -> Mapping[str, Any]:
@@ -190,7 +199,7 @@ class JobContext:
     @property
     def cancelled(self) -> bool:
         """True once cancellation was requested (or the attempt lost its lease, or timed out)."""
-        return self._cancel.is_set()
+        return self._cancel_reason is not None
 
     @property
     def cancel_reason(self) -> CancelReason | None:
@@ -206,7 +215,7 @@ class JobContext:
 
     def raise_if_cancelled(self) -> None:
         """Raise :class:`JobCancelled` if the job should stop now."""
-        if self._cancel.is_set():
+        if self._cancel_reason is not None:
             raise JobCancelled(self._cancel_message or None)
 
     def snooze(self, delay_s: float, reason: str = "") -> None:
@@ -221,7 +230,13 @@ class JobContext:
 
     def wait_cancelled(self, timeout: float) -> bool:
         """Sleep up to ``timeout`` seconds, waking early on cancellation; True if cancelled."""
-        return self._cancel.wait(timeout)
+        with self._lock:
+            if self._cancel is None:
+                self._cancel = threading.Event()
+                if self._cancel_reason is not None:
+                    self._cancel.set()
+            event = self._cancel
+        return event.wait(timeout)
 
     def cancel(
         self, reason: CancelReason = CancelReason.REQUESTED, message: str | None = None
@@ -229,8 +244,10 @@ class JobContext:
         """Ask the handler to stop (called by the worker, the runner, or a test); the first
         reason given is kept. ``message`` defaults to the reason's own text."""
         with self._lock:
-            if self._cancel.is_set():
+            if self._cancel_reason is not None:
                 return
+            self._cancel_message = message or CancelReason(reason).message
             self._cancel_reason = CancelReason(reason)
-            self._cancel_message = message or self._cancel_reason.message
-        self._cancel.set()
+            event = self._cancel
+        if event is not None:
+            event.set()

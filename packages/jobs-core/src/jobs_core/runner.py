@@ -53,7 +53,11 @@ def run_attempt(
     on_overrun: Overrun | None = None,
 ) -> Outcome:
     """:func:`execute` the handler of ``ctx.job``'s type, found in ``registry``; an unknown type,
-    or whatever escapes the handler (``SystemExit`` or the like), fails the attempt."""
+    or whatever escapes the handler (``SystemExit`` or the like), fails the attempt. A context
+    cancelled before the handler starts (a job claimed ahead of a free slot, then cancelled,
+    fenced or found lost while it waited) ends the attempt cancelled without calling it."""
+    if ctx.cancelled:
+        return Cancelled(report={"reason": ctx.cancel_message})
     try:
         return execute(registry.get(ctx.job.type), ctx, now, on_overrun=on_overrun)
     except UnknownJobType as error:

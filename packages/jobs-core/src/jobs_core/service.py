@@ -277,8 +277,9 @@ class JobService:
     def complete_and_claim(
         self, outcomes: Sequence[tuple[AttemptRef, Outcome]], limit: int
     ) -> tuple[list[Job | None], list[Job]]:
-        """:meth:`complete_many` and :meth:`claim` in one round trip (a worker slot whose job
-        ended while more work waits); the finished jobs (None if stale) and the claimed ones."""
+        """:meth:`complete_many` and :meth:`claim` in one round trip (the worker's completer:
+        the outcomes of its slots and the jobs for the slots they freed); the finished jobs
+        (None if stale) and the claimed ones. Without outcomes, :meth:`claim`."""
         return self._complete(outcomes, limit)
 
     def _complete(
@@ -288,6 +289,8 @@ class JobService:
         :meth:`JobStore.complete`, with a claim of up to ``limit`` jobs (none for 0); the end
         hooks of the jobs they ended failed or cancelled run after (their markers are in the
         patches)."""
+        if not outcomes:
+            return [], self.claim(limit) if limit > 0 else []
         now = self.clock.now()
         patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
         claim_next = None
@@ -295,8 +298,6 @@ class JobService:
             limits = self._limits()
             turn = self._turn if limits is None and self.fair_claim else None
             claim_next = ClaimNext(limit, now, self.registry.names(), limits, turn)
-        elif not patches:
-            return [], []
         finished, claimed = self.store.complete(patches, claim_next=claim_next)
         if claim_next is not None and claim_next.turn is not None:
             self._turn = flow.next_turn(claim_next.turn, claimed)

@@ -73,6 +73,8 @@ full_types AS (
 due AS (
     SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
     WHERE j.status = 'queued' AND j.run_at <= %(now)s {type_filter}
+      -- the jobs re-queued by the finish this claim follows (never claimed back by it)
+      AND j.id <> ALL(CAST(%(exclude)s AS uuid[]))
       -- scalar filters against arrays built once (InitPlans), never joins: the walk stays an
       -- ordered scan of the index that stops after ``limit`` rows whatever the estimates
       AND j.type <> ALL(ARRAY(SELECT t.type FROM full_types AS t))

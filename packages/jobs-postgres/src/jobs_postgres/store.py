@@ -403,11 +403,22 @@ class PostgresJobStore:
         return sorted((_job(row) for row in rows), key=domain.claim_order)
 
     def _claim_limited(
-        self, limit: int, now: datetime, types: Sequence[str] | None, limits: ClaimLimits
+        self,
+        limit: int,
+        now: datetime,
+        types: Sequence[str] | None,
+        limits: ClaimLimits,
+        exclude: Sequence[uuid.UUID] = (),
     ) -> list[Job]:
         """The claim under concurrency limits: lock candidates and their keys, then claim the
-        ones that fit, counted in a snapshot taken after the keys are locked (decision 0015)."""
-        params: dict[str, Any] = {"now": now, "limit": limit, **flow.limit_params(limits)}
+        ones that fit, counted in a snapshot taken after the keys are locked (decision 0015).
+        The jobs ``exclude`` are never candidates."""
+        params: dict[str, Any] = {
+            "now": now,
+            "limit": limit,
+            "exclude": list(exclude),
+            **flow.limit_params(limits),
+        }
         if types is not None:
             params["types"] = list(types)
 
@@ -584,13 +595,10 @@ class PostgresJobStore:
             return Completed(self._finish(patches), [])
         if limits:
             finished = self._finish(patches)
-            requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
-            claimed = [
-                job
-                for job in self.claim(limit, now, types, limits=limits)
-                if job.id not in requeued
-            ]
-            return Completed(finished, claimed)
+            # Left out of the claim (as the one statement of the plain path cannot see them),
+            # never claimed and then dropped: a job claimed is a job held.
+            requeued = [j.id for j in finished if j is not None and j.status is Status.QUEUED]
+            return Completed(finished, self._claim_limited(limit, now, types, limits, requeued))
         params: dict[str, Any] = {"outcomes": _patches_json(patches), "now": now, "limit": limit}
         if turn is not None:
             params["after"] = turn.after

@@ -1,13 +1,15 @@
-"""The worker: N slots in one process, fed by one claim loop, with its housekeeping threads.
+"""The worker: N slots in one process, fed and written for by one completer, with its
+housekeeping threads.
 
 :class:`Worker` only wires its parts, each in a module of its own (docs/worker.md, "The parts";
 decisions 0001, 0006, 0021 and 0025):
 
 - :mod:`.state`: what the parts share (the attempts held, the locks, the events, the queues);
-- :mod:`.claiming`: the claim loop (the thread that calls :meth:`Worker.run`), and the claims a
-  slot makes when its job ends while work waits;
-- :mod:`.slots`: ``concurrency`` threads that run one attempt each;
-- :mod:`.completer`: a thread that writes the outcomes, batched;
+- :mod:`.completer`: the one writer, a thread that writes the outcomes, batched, and claims the
+  next jobs in the same round trip;
+- :mod:`.claiming`: how many jobs a claim asks for (the free slots, and a prefetch sized by the
+  handlers' recent durations);
+- :mod:`.slots`: ``concurrency`` threads that run one attempt each, back to back;
 - :mod:`.listener`: a thread that turns notifications into claims;
 - :mod:`.monitor`: a thread that heartbeats the held jobs and checks for cancellation requests;
 - :mod:`.sweeper`: a thread that re-queues or fails zombies;
@@ -41,7 +43,7 @@ from jobs_worker.fence import LeaseFence
 from jobs_worker.handler_calls import HandlerCalls
 from jobs_worker.logs import log_event
 from jobs_worker.presence import presence_of
-from jobs_worker.worker.claiming import Claimer
+from jobs_worker.worker.claiming import Demand
 from jobs_worker.worker.completer import Completer
 from jobs_worker.worker.config import EXIT_FENCED, EXIT_WEDGED, WorkerConfig
 from jobs_worker.worker.hooks import HookPass
@@ -84,9 +86,9 @@ class Worker:
         )
         self.shared = Shared(service, cfg, self.fence, HandlerCalls(cfg.concurrency))
         self.stats = self.shared.stats
-        self.completer = Completer(self.shared)
-        self.slots = Slots(self.shared)
-        self.claimer = Claimer(self.shared, self.slots.start, self.completer)
+        self.demand = Demand(cfg.concurrency, cfg.prefetch, cfg.prefetch_window_s)
+        self.slots = Slots(self.shared, self.demand)
+        self.completer = Completer(self.shared, self.demand, self.slots.start)
         self.monitor = Monitor(self.shared)
         self.sweeper = Sweeper(self.shared, self.monitor)
         self.hooks = HookPass(self.shared)
@@ -108,13 +110,14 @@ class Worker:
             logging.INFO,
             "worker.started",
             concurrency=cfg.concurrency,
+            prefetch=cfg.prefetch,
             types=",".join(self.service.registry.names()) or "-",
             heartbeat_s=cfg.heartbeat_s,
             sweep_interval_s=cfg.sweep_interval_s,
             sweep_threshold_s=cfg.sweep_threshold_s,
         )
-        serve_slot = functools.partial(self.slots.serve, self.claimer.slot_freed)
-        slots = [_thread(serve_slot, f"jobs-slot-{index}") for index in range(cfg.concurrency)]
+        serve = self.slots.serve
+        slots = [_thread(serve, f"jobs-slot-{index}") for index in range(cfg.concurrency)]
         completer = _thread(self.completer.serve, "jobs-completer")
         housekeeping = [
             _thread(functools.partial(listen, shared, self.wakeup), "jobs-listener"),
@@ -132,9 +135,11 @@ class Worker:
         )
         if presence is not None:  # workers are known (jobs workers, "why is this job waiting?")
             housekeeping.append(_thread(presence.run, "jobs-presence"))
-        shared.maybe_work.set()
+        shared.wake()  # the first claim, at once
         try:
-            self.claimer.loop()
+            # Short waits: a signal handler (stop()) runs on this thread between them.
+            while not shared.stop_claiming.wait(0.5):
+                pass
         finally:
             self._shutdown.run(slots, completer, housekeeping)
         return self.exit_code

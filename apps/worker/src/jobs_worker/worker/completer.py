@@ -1,12 +1,20 @@
-"""The completer: writes the outcomes of the attempts, batched, on a thread of its own.
+"""The completer: the worker's one writer. It writes the outcomes and claims the next jobs, in one
+round trip, on a thread of its own.
 
-It takes every outcome waiting in ``shared.completions`` and writes them in one
-``complete_many`` round trip, so batches form by themselves under load and a lone completion is
-written at once, never held back for a batch. Through an outage it retries (with backoff) until
-the batch is written, its lease is gone, or a stopping worker gives up (``give_up_writes``); a
-batch refused for another reason is written one by one, and the outcome the store refuses is
-replaced by a short failure (:func:`jobs_core.runner.unrecordable_outcome`). The queue is closed
-with ``None``.
+It waits on the inbox (``shared.inbox``) and, each time it wakes, takes every outcome waiting
+(at most :data:`MAX_BATCH`) and, when slots are free or about to be (:class:`Demand`) and work
+may wait (a notification, a full claim, a sweep, or ``poll_interval_s`` since the last look),
+claims in the same call (``complete_and_claim``); otherwise it writes the outcomes alone
+(``complete_many``). So batches form by themselves under load, a lone outcome is written at
+once, and a busy queue costs one round trip per batch, not per job. Nothing else writes an
+outcome or claims: the shutdown's hand-backs come through the inbox too.
+
+Through an outage it retries (with backoff) until the batch is written, its lease is gone, or a
+stopping worker gives up (``give_up_writes``); a batch refused for another reason is written one
+by one, and the outcome the store refuses is replaced by a short failure
+(:func:`jobs_core.runner.unrecordable_outcome`). It claims nothing while the lease fence stops
+the claims or the worker stops. The inbox is closed with ``None``: what is left is written, then
+the thread ends.
 """
 
 from __future__ import annotations
@@ -14,53 +22,161 @@ from __future__ import annotations
 import dataclasses
 import logging
 import queue
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from jobs_core import Job
 from jobs_core.errors import is_outage
 from jobs_core.runner import short_error, unrecordable_outcome
 
-from jobs_worker.logs import log_event
-from jobs_worker.worker.state import Completion, Shared
+from jobs_worker.logs import log_event, log_events
+from jobs_worker.worker.claiming import Demand
+from jobs_worker.worker.state import WAKE, Completion, Shared
 
 log = logging.getLogger("jobs.worker")
 
 MAX_BATCH = 1000
 """Outcomes written in one round trip at most."""
 
+Start = Callable[[Job, float], None]
+"""Hands a claimed job (its claim sent at the given ``time.monotonic()``) to the slots."""
+
 
 class Completer:
-    """Writes outcomes; :meth:`completed` logs and forgets the attempts written."""
+    """Writes outcomes and claims; :meth:`completed` logs and forgets the attempts written."""
 
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, demand: Demand, start: Start) -> None:
         self.shared = shared
+        self.config = shared.config
         self.service = shared.service
-        self._completions = shared.completions
+        self.demand = demand
+        self._start = start
+        self._inbox = shared.inbox
         self._give_up = shared.give_up_writes
         self._stats = shared.stats
+        self._claims = shared.retry("claim")
+        self._writes = shared.retry("complete")
+        self._last_look = 0.0  # the last claim (time.monotonic()), made or failed
+        self._claim_after = 0.0  # no claim before this (a failed claim's backoff)
 
+    # -- the thread -----------------------------------------------------------------------------
     def serve(self) -> None:
-        """The completer's thread: write batches until the queue is closed."""
-        stopping = False
-        while not stopping:
-            first = self._completions.get()
-            if first is None:
-                return
-            batch = [first]
-            while len(batch) < MAX_BATCH:
-                try:
-                    more = self._completions.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stopping = True
-                    break
-                batch.append(more)
-            self._write(batch)
+        """The completer's thread: write and claim until the inbox is closed."""
+        closed = False
+        pending: list[Completion] = []
+        while not closed:
+            timeout = self._wait_s() if not pending else 0.0
+            closed = self._take(pending, timeout)
+            pending = self._round(pending, closing=closed)
+        if pending:  # pragma: no cover - _round writes or gives up every outcome when closing
+            self._abandon(pending, RuntimeError("the worker stopped"))
 
+    def _take(self, pending: list[Completion], timeout: float | None) -> bool:
+        """Wait up to ``timeout`` (None: until something comes) for the inbox, then take what
+        waits in it into ``pending``; True once the inbox is closed."""
+        inbox = self._inbox
+        try:
+            item = inbox.get(timeout=timeout) if timeout != 0.0 else inbox.get_nowait()
+        except queue.Empty:
+            return False
+        while True:
+            if item is None:
+                return True
+            if item is not WAKE:
+                assert isinstance(item, Completion)
+                pending.append(item)
+                if len(pending) >= MAX_BATCH:
+                    return False
+            try:
+                item = inbox.get_nowait()
+            except queue.Empty:
+                return False
+
+    def _wait_s(self) -> float | None:
+        """How long to wait for the inbox before the next look for work (None: until woken)."""
+        shared = self.shared
+        if shared.stop_claiming.is_set():
+            return None  # only outcomes and the close can come
+        if not shared.fence.claiming_allowed:
+            return self.config.poll_interval_s  # nothing wakes us when the fence lifts
+        if self._wanted() <= 0:
+            return None  # a slot freeing up puts its outcome in the inbox
+        now = time.monotonic()
+        if self.shared.maybe_work.is_set():
+            return max(0.0, self._claim_after - now)
+        poll_at = self._last_look + self.config.poll_interval_s
+        return max(0.0, self._claim_after - now, poll_at - now)
+
+    def _wanted(self) -> int:
+        """Jobs to claim now (0 while the worker stops or the fence stops the claims)."""
+        shared = self.shared
+        if shared.stop_claiming.is_set() or not shared.fence.claiming_allowed:
+            return 0
+        with shared.lock:
+            inflight = shared.inflight()
+        return self.demand.wanted(inflight)
+
+    def _claim_due(self) -> bool:
+        now = time.monotonic()
+        if now < self._claim_after:
+            return False
+        polled = now - self._last_look >= self.config.poll_interval_s
+        return polled or self.shared.maybe_work.is_set()
+
+    # -- one round --------------------------------------------------------------------------
+    def _round(self, batch: list[Completion], *, closing: bool) -> list[Completion]:
+        """Write ``batch`` and claim if a claim is due, in one round trip; the outcomes still to
+        write (kept through an outage, retried at the next round)."""
+        self.shared.looks += 1
+        if closing or not self._claim_due():
+            if batch:
+                self._write(batch)
+            return []
+        with self.shared.claim_lock:
+            wanted = self._wanted()  # 0 once the worker stops: looked at under the lock
+            if wanted > 0:
+                return self._claim(batch, wanted)
+        if batch:
+            self._write(batch)
+        return []
+
+    def _claim(self, batch: list[Completion], wanted: int) -> list[Completion]:
+        """Write ``batch`` and claim up to ``wanted`` jobs in one round trip (``claim_lock``
+        held); the outcomes still to write."""
+        self.shared.maybe_work.clear()
+        self._last_look = sent = time.monotonic()  # the claim's sign of life is no older
+        try:
+            finished, jobs = self.service.complete_and_claim(
+                [(c.attempt.ref, c.outcome) for c in batch], wanted
+            )
+        except Exception as error:
+            self.shared.maybe_work.set()  # look again after the backoff
+            if batch and not is_outage(error):
+                # A batch the store refuses (a report it cannot encode, say): the outcomes one
+                # by one, the claim at the next round.
+                self._claims.succeeded()
+                self._write_one_by_one(batch)
+                return []
+            self._claim_after = time.monotonic() + self._claims.failed(error)
+            if batch and self._give_up.is_set():
+                self._abandon(batch, error)
+                return []
+            return batch
+        self._claims.succeeded()
+        self.shared.fence.link_ok()
+        if len(jobs) == wanted:
+            self.shared.maybe_work.set()  # a full claim: there may be more behind it
+        for job in jobs:
+            self._start(job, sent)
+        if batch:
+            self.completed(batch, finished)
+        return []
+
+    # -- outcomes alone ---------------------------------------------------------------------
     def _write(self, batch: list[Completion]) -> None:
         """Write ``batch`` in one round trip; retry through outages until written or given up."""
-        retry = self.shared.retry("complete")
+        retry = self._writes
         while True:
             try:
                 jobs = self.service.complete_many([(c.attempt.ref, c.outcome) for c in batch])
@@ -80,7 +196,7 @@ class Completer:
             self.completed(batch, jobs)
             return
 
-    def _write_one_by_one(self, batch: list[Completion]) -> None:
+    def _write_one_by_one(self, batch: Sequence[Completion]) -> None:
         """A batch failed for a reason other than an outage (a report the store cannot encode,
         say): write each outcome alone, and fail the job whose outcome cannot be written."""
         for completion in batch:
@@ -109,41 +225,57 @@ class Completer:
                 continue
             self.completed([completion], jobs)
 
+    # -- after the write --------------------------------------------------------------------
     def completed(self, batch: Sequence[Completion], jobs: Sequence[Job | None]) -> None:
         """Log the outcomes written (``jobs``: the rows, None where the lease was gone) and
-        forget their attempts."""
+        forget their attempts. One record per level for the batch (:func:`log_events`), one line
+        per job."""
         stats = self._stats
+        lines: dict[int, list[tuple[str, dict[str, Any]]]] = {}
         for completion, job in zip(batch, jobs, strict=True):
             claimed = completion.attempt.job
-            if job is None:
+            duration_ms = round(completion.duration_s * 1000, 1)
+            if completion.handed_back:
+                stats["handed_back"] += 1
+                level, name = logging.WARNING, "job.handed_back"
+                fields: dict[str, Any] = {
+                    "job_id": claimed.id,
+                    "type": claimed.type,
+                    "org": claimed.org_id,
+                    "attempt": claimed.attempts,
+                    "duration_ms": duration_ms,
+                    "outcome": job.status.value if job is not None else "left-running",
+                }
+            elif job is None:
                 stats["lost"] += 1
-                log_event(
-                    log,
-                    logging.WARNING,
-                    "job.lease_lost",
-                    job_id=claimed.id,
-                    type=claimed.type,
-                    org=claimed.org_id,
-                    attempt=claimed.attempts,
-                    duration_ms=round(completion.duration_s * 1000, 1),
-                    outcome=type(completion.outcome).__name__.lower(),
-                    note="not recorded: the job was swept and is no longer this attempt's",
-                )
-                continue
-            stats["completed"] += 1
-            log_event(
-                log,
-                logging.INFO if job.status.value in ("done", "queued") else logging.WARNING,
-                "job.finished" if job.status.is_finished else "job.requeued",
-                job_id=job.id,
-                type=job.type,
-                org=job.org_id,
-                attempt=claimed.attempts,
-                duration_ms=round(completion.duration_s * 1000, 1),
-                outcome=job.status.value,
-                error=job.error,
-                run_at=job.run_at.isoformat() if not job.status.is_finished else None,
-            )
+                level, name = logging.WARNING, "job.lease_lost"
+                fields = {
+                    "job_id": claimed.id,
+                    "type": claimed.type,
+                    "org": claimed.org_id,
+                    "attempt": claimed.attempts,
+                    "duration_ms": duration_ms,
+                    "outcome": type(completion.outcome).__name__.lower(),
+                    "note": "not recorded: the job was swept and is no longer this attempt's",
+                }
+            else:
+                stats["completed"] += 1
+                status = job.status
+                level = logging.INFO if status.value in ("done", "queued") else logging.WARNING
+                name = "job.finished" if status.is_finished else "job.requeued"
+                fields = {
+                    "job_id": job.id,
+                    "type": job.type,
+                    "org": job.org_id,
+                    "attempt": claimed.attempts,
+                    "duration_ms": duration_ms,
+                    "outcome": status.value,
+                    "error": job.error,
+                    "run_at": job.run_at.isoformat() if not status.is_finished else None,
+                }
+            lines.setdefault(level, []).append((name, fields))
+        for level, events in lines.items():
+            log_events(log, level, events)
         self.shared.forget([c.attempt for c in batch])
 
     def _abandon(self, batch: Sequence[Completion], error: BaseException) -> None:

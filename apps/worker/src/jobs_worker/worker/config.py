@@ -20,6 +20,10 @@ class WorkerConfig:
     time).
 
     ``backoff_initial_s`` / ``backoff_cap_s`` bound the retries of a store call during an outage.
+    ``prefetch``: jobs a claim may take beyond the free slots, at most, while handlers are short
+    (:class:`~jobs_worker.worker.claiming.Demand`; 0: never more than the free slots);
+    ``prefetch_window_s``: how long a prefetched job may expect to wait for a slot (the
+    prefetch is what the slots start in that time at the handlers' recent pace).
     ``timeout_grace_s``: how long a handler still running after its timeout may keep its slot
     before the worker exits with :data:`EXIT_WEDGED`.
     ``lease_margin_s`` (default: a fifth of ``sweep_threshold_s``): a handler whose lease was
@@ -38,6 +42,8 @@ class WorkerConfig:
     backoff_cap_s: float = 5.0
     lease_margin_s: float | None = None
     timeout_grace_s: float = 30.0
+    prefetch: int = 100
+    prefetch_window_s: float = 0.05
 
     @property
     def margin_s(self) -> float:
@@ -49,6 +55,10 @@ class WorkerConfig:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError("concurrency must be >= 1")
+        if self.prefetch < 0:
+            raise ValueError("prefetch must be >= 0")
+        if self.prefetch_window_s < 0:
+            raise ValueError("prefetch_window_s must be >= 0")
         for name in (
             "heartbeat_s",
             "sweep_interval_s",

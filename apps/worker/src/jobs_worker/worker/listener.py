@@ -1,7 +1,7 @@
 """The listener: turns :class:`~jobs_core.ports.Wakeup` signals (LISTEN/NOTIFY) into claims.
 
-A thread of its own; it only sets ``maybe_work`` and ``kick`` for the claim loop, which keeps its
-own poll as the fallback. It ends when ``halt`` is set.
+A thread of its own; it only wakes the completer (:meth:`Shared.wake`), which keeps its own poll
+as the fallback. It ends when ``halt`` is set.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ def listen(shared: Shared, wakeup: Wakeup) -> None:
             continue
         retry.succeeded()
         if woken:
-            shared.maybe_work.set()
-            shared.kick.set()
+            shared.wake()
         elif time.monotonic() - began < timeout / 2:
             # A wake-up that returns at once (closed, reconnecting) must not spin a core.
             halt.wait(timeout / 2)

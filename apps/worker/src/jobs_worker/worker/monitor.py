@@ -20,6 +20,10 @@ from jobs_worker.worker.state import Phase, Shared
 
 log = logging.getLogger("jobs.worker")
 
+_WATCHED = (Phase.BUFFERED, Phase.EXECUTING)
+"""The phases whose context a cancellation or a lost lease cancels (a buffered attempt is then
+ended without running its handler)."""
+
 
 class Monitor:
     """Heartbeats and cancellation checks of one worker's attempts."""
@@ -64,7 +68,7 @@ class Monitor:
             watched = [
                 a
                 for a in self.shared.held.values()
-                if a.phase is Phase.EXECUTING and not a.cancel_requested
+                if a.phase in _WATCHED and not a.cancel_requested
             ]
         if not watched:
             return set()
@@ -95,9 +99,10 @@ class Monitor:
         alive = self.service.heartbeat([a.ref for a in held])
         self.shared.fence.proved(alive, sent)
         for attempt in held:
-            # Only a job still executing can have lost its lease unseen: a completing one is
-            # being written (the write itself is fenced), a handed-back one was given away.
-            if attempt.job.id not in alive and attempt.phase is Phase.EXECUTING:
+            # Only a job executing or waiting for a slot can have lost its lease unseen: a
+            # completing one is being written (the write itself is fenced), a handed-back one
+            # was given away.
+            if attempt.job.id not in alive and attempt.phase in _WATCHED:
                 attempt.ctx.cancel(CancelReason.LEASE_LOST)
                 log_event(
                     log,

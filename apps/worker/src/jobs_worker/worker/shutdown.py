@@ -1,13 +1,14 @@
 """The shutdown: stop claiming, let the running jobs finish, hand the others back, write the rest.
 
-Runs on the claim loop's thread once the loop ends (:meth:`Worker.stop
-<jobs_worker.worker.Worker.stop>`, a wedged handler). In order: wait for a claim in flight
-(``claim_lock``); wait up to ``shutdown_grace_s`` for the slots to free up (``idle``; not at all
-when forced); hand the jobs still executing back to the queue (:meth:`Shutdown.hand_back`, the
-choice is the core's :func:`jobs_core.domain.hand_back_outcome`); close the slots' queue; close
-the completer's queue (under ``claim_lock``) and let it write what it has, giving up
-(``give_up_writes``) when forced or past the grace; then stop the housekeeping threads
-(``halt``), the fence and the handlers' helper threads.
+Runs on the thread that called :meth:`Worker.run <jobs_worker.worker.Worker.run>` once the worker
+stops (:meth:`Worker.stop <jobs_worker.worker.Worker.stop>`, a wedged handler). In order: hand
+back at once the jobs claimed that no slot has started (:meth:`Shutdown.hand_back`, the choice
+is the core's :func:`jobs_core.domain.hand_back_outcome`); wait up to ``shutdown_grace_s`` for
+the slots to free up (``idle``; not at all when forced); hand back the jobs still executing;
+close the slots' queue; close the completer's inbox and let it write what it has (the
+hand-backs included: it is the one writer), giving up (``give_up_writes``) when forced or past
+the grace; then stop the housekeeping threads (``halt``), the fence and the handlers' helper
+threads.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import logging
 import threading
 import time
 
-from jobs_core import AttemptRef, CancelReason, Job, Outcome, Wakeup
+from jobs_core import CancelReason, Wakeup
 from jobs_core.domain import hand_back_outcome
-from jobs_core.errors import is_outage
 
 from jobs_worker.logs import log_event
-from jobs_worker.worker.state import Phase, Shared
+from jobs_worker.worker.state import Completion, Phase, Shared
 
 log = logging.getLogger("jobs.worker")
 
@@ -45,7 +45,8 @@ class Shutdown:
         shared, cfg = self.shared, self.shared.config
         deadline = time.monotonic() + cfg.shutdown_grace_s
         with shared.claim_lock:
-            pass  # a claim a slot started before the stop is over; no other can begin
+            pass  # a claim begun before the stop is over, its jobs queued; no other begins
+        self.hand_back(Phase.BUFFERED)
         with shared.lock:
             running = shared.executing
         log_event(
@@ -62,14 +63,13 @@ class Shutdown:
                 if remaining <= 0:
                     break
                 shared.idle.wait(min(remaining, 0.1))
-        self.hand_back(deadline)
+        self.hand_back(Phase.BUFFERED, Phase.EXECUTING)
         for _ in slots:
             shared.slots.put(None)
         # Outcomes already produced are written; through an outage, until the grace is spent.
-        # Closed under the claim lock: a slot writing outcomes with its claim holds it, and
-        # hands them to the completer if that write fails (Claimer.slot_freed).
-        with shared.claim_lock:
-            shared.completions.put(None)
+        # Every slot that ended its attempt put the outcome in the inbox before it counted as
+        # free, and every attempt still held is handed back: nothing comes after the close.
+        shared.inbox.put(None)
         while completer.is_alive():
             if shared.force.is_set() or time.monotonic() >= deadline:
                 shared.give_up_writes.set()
@@ -91,16 +91,21 @@ class Shutdown:
             handed_back=stats["handed_back"],
         )
 
-    def hand_back(self, deadline: float) -> None:
-        """Give the jobs still executing back to the queue (the attempt refunded) and cancel
-        their handlers; a job whose cancellation was requested ends cancelled instead."""
+    def hand_back(self, *phases: Phase) -> None:
+        """Give the held attempts in ``phases`` back to the queue (the attempt refunded) and
+        cancel their handlers; a job whose cancellation was requested ends cancelled instead.
+        The outcomes go to the completer, which writes and logs them (``job.handed_back``)."""
         shared, service = self.shared, self.shared.service
         with shared.lock:
-            attempts = [a for a in shared.held.values() if a.phase is Phase.EXECUTING]
+            attempts = [a for a in shared.held.values() if a.phase in phases]
+            waiting = [a for a in attempts if a.phase is Phase.BUFFERED]
             for attempt in attempts:
                 attempt.phase = Phase.HANDED_BACK
+            shared.buffered -= len(waiting)  # the slots skip them
         if not attempts:
             return
+        for attempt in waiting:
+            shared.fence.stopped(attempt.job.id)  # no handler of theirs runs
         refs = [a.ref for a in attempts]
         try:
             requested = service.cancel_requested(refs)
@@ -108,39 +113,13 @@ class Shutdown:
             log_event(log, logging.WARNING, "store.unavailable", op="cancel_check", error=error)
             requested = set()
         now = shared.clock.now()
-        outcomes: list[tuple[AttemptRef, Outcome]] = [
-            (
-                a.ref,
-                hand_back_outcome(
-                    a.job, now, cancel_requested=a.cancel_requested or a.job.id in requested
-                ),
-            )
-            for a in attempts
-        ]
-        retry = shared.retry("hand_back")
-        jobs: list[Job | None]
-        while True:
-            try:
-                jobs = service.complete_many(outcomes)
-                break
-            except Exception as error:
-                delay = retry.failed(error)
-                if not is_outage(error) or time.monotonic() + delay > deadline + 5:
-                    jobs = [None] * len(attempts)
-                    break
-                time.sleep(delay)
-        for attempt, job in zip(attempts, jobs, strict=True):
+        ended = time.monotonic()
+        for attempt in attempts:
             attempt.ctx.cancel(CancelReason.SHUTDOWN, HANDED_BACK)
-            shared.stats["handed_back"] += 1
-            log_event(
-                log,
-                logging.WARNING,
-                "job.handed_back",
-                job_id=attempt.job.id,
-                type=attempt.job.type,
-                org=attempt.job.org_id,
-                attempt=attempt.job.attempts,
-                duration_ms=round((time.monotonic() - attempt.started) * 1000, 1),
-                outcome=job.status.value if job is not None else "left-running",
+            outcome = hand_back_outcome(
+                attempt.job,
+                now,
+                cancel_requested=attempt.cancel_requested or attempt.job.id in requested,
             )
-        shared.forget(attempts)
+            duration = ended - attempt.started
+            shared.inbox.put(Completion(attempt, outcome, duration, handed_back=True))

@@ -2,12 +2,13 @@
 
 :meth:`Slots.start` makes a claimed job an attempt this worker holds (its context: progress and
 private checkpoint saved under the lease, the checkpoint read back on demand; its fence watch)
-and queues it for a slot; :meth:`Slots.serve` is a slot's thread: it runs the attempt
-through :func:`jobs_core.runner.run_attempt` (an async handler on an event loop of its own), and
-hands the outcome on (:meth:`Claimer.slot_freed <jobs_worker.worker.claiming.Claimer.slot_freed>`).
-A handler past its timeout keeps its slot until its code stops, at most ``timeout_grace_s``; then
-the worker is wedged and exits (docs/worker.md, "Timeouts"). The queue is closed with one ``None``
-per slot.
+and queues it; :meth:`Slots.serve` is a slot's thread: it takes the next attempt (claimed jobs
+wait in the queue, so a slot runs short jobs back to back, never waiting for a claim between
+them), runs it through :func:`jobs_core.runner.run_attempt` (an async handler on an event loop
+of its own), and puts the outcome in the completer's inbox. An attempt handed back while it
+waited is skipped. A handler past its timeout keeps its slot until its code stops, at most
+``timeout_grace_s``; then the worker is wedged and exits (docs/worker.md, "Timeouts"). The queue
+is closed with one ``None`` per slot.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from jobs_core import CancelReason, Job, JobContext
@@ -24,20 +25,19 @@ from jobs_core.runner import fenced_outcome, run_attempt, short_error
 
 from jobs_worker.handler_calls import AttemptCalls
 from jobs_worker.logs import log_event
+from jobs_worker.worker.claiming import Demand
 from jobs_worker.worker.config import EXIT_WEDGED
-from jobs_worker.worker.state import Attempt, Completion, Phase, Shared
+from jobs_worker.worker.state import WAKE, Attempt, Completion, Phase, Shared
 
 log = logging.getLogger("jobs.worker")
-
-Freed = Callable[[Attempt, Completion], bool]
-"""Told a slot's attempt ended with its completion; True if it had been handed back."""
 
 
 class Slots:
     """The slots of one worker."""
 
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, demand: Demand) -> None:
         self.shared = shared
+        self.demand = demand
         self.service = shared.service
         self.clock = shared.clock
         self.fence = shared.fence
@@ -51,13 +51,17 @@ class Slots:
         attempt = Attempt(job, self._context(job, calls), time.monotonic(), calls)
         with self._lock:
             shared.held[job.id] = attempt
-            shared.executing += 1
+            shared.buffered += 1
             shared.stats["claimed"] += 1
 
         def fence(reason: str) -> None:
             attempt.fenced = reason
             attempt.ctx.cancel(CancelReason.LEASE_LOST, reason)
             attempt.calls.fence()  # a progress write it waits for must not hold it
+            with self._lock:
+                waiting = attempt.phase is Phase.BUFFERED
+            if waiting:  # no handler runs: the slot that takes it will not call it
+                self.fence.stopped(job.id)
 
         self.fence.track(job.id, proven_at, fence)
         # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
@@ -116,24 +120,43 @@ class Slots:
             checkpoint_loader=lambda: service.checkpoint_of(job.id),
         )
 
-    def serve(self, freed: Freed) -> None:
-        """A slot's thread: run attempts until the queue is closed; ``freed`` takes each
-        outcome."""
+    def serve(self) -> None:
+        """A slot's thread: run attempts until the queue is closed."""
         registry, now = self.service.registry, self.clock.now
+        shared, lock, observe = self.shared, self._lock, self.demand.observe
+        inbox = shared.inbox
         while (attempt := self._queue.get()) is not None:
+            with lock:
+                if attempt.phase is not Phase.BUFFERED:
+                    continue  # handed back while it waited: its outcome is already on its way
+                attempt.phase = Phase.EXECUTING
+                shared.buffered -= 1
+                shared.executing += 1
+            started = attempt.started = time.monotonic()
 
             def overrun(thread: threading.Thread, attempt: Attempt = attempt) -> None:
                 attempt.overrun = thread
 
             outcome = run_attempt(registry, attempt.ctx, now, on_overrun=overrun)
+            ended = time.monotonic()
             self.fence.stopped(attempt.job.id)
             outcome = fenced_outcome(outcome, attempt.fenced, attempt.cancel_requested, now)
-            completion = Completion(attempt, outcome, time.monotonic() - attempt.started)
+            completion = Completion(attempt, outcome, ended - started)
+            observe(ended - started)
             if attempt.overrun is not None:
                 if not self._linger(attempt, completion, attempt.overrun):
                     return  # the worker is wedged and exits; this thread stays with the code
                 continue
-            if freed(attempt, completion):
+            with lock:
+                handed_back = attempt.phase is Phase.HANDED_BACK
+                if not handed_back:
+                    attempt.phase = Phase.COMPLETING
+                    # Queued before the slot counts as free, so a stopping worker that sees no
+                    # job executing knows every outcome is in the inbox.
+                    inbox.put(completion)
+                shared.executing -= 1
+                shared.idle.notify_all()
+            if handed_back:
                 # Its attempt was already given back to the queue; this result is moot.
                 log_event(
                     log,
@@ -151,7 +174,7 @@ class Slots:
         with self._lock:
             if attempt.phase is not Phase.HANDED_BACK:
                 attempt.phase = Phase.COMPLETING
-                shared.completions.put(completion)
+                shared.inbox.put(completion)
         grace = shared.config.timeout_grace_s
         log_event(
             log,
@@ -175,7 +198,7 @@ class Slots:
         with self._lock:
             shared.executing -= 1
             shared.idle.notify_all()
-        shared.kick.set()
+        shared.inbox.put(WAKE)  # the slot is free: the completer may claim for it
         return True
 
     def _wedged(self, reason: str) -> None:

@@ -2,13 +2,20 @@
 
 Every part gets the one :class:`Shared` of its worker. The rules of the sharing:
 
-- ``lock`` guards ``held``, ``executing``, ``exit_code`` and the ``phase`` of every attempt;
-  ``idle`` (a condition on ``lock``) is notified whenever a slot frees up or an attempt is
-  forgotten, for a stopping worker that waits for them;
-- ``claim_lock``: one claimer at a time (the claim loop, or a slot that just freed up), and the
-  completer's queue is closed only under it;
-- the events are set from any thread (a signal handler included) and never cleared but by their
-  one reader: ``kick`` and ``maybe_work`` by the claimer.
+- ``lock`` guards ``held``, ``executing``, ``buffered``, ``exit_code`` and the ``phase`` of every
+  attempt; ``idle`` (a condition on ``lock``) is notified whenever a slot frees up or an attempt
+  is forgotten, for a stopping worker that waits for them;
+- ``claim_lock`` is held by the completer through a claim (from its last look at
+  ``stop_claiming`` until the jobs claimed are queued for the slots): a stopping worker takes it
+  once, after which no claim is under way and none begins;
+- ``slots`` holds the claimed attempts no slot has started yet (``buffered`` of them): the
+  claim takes jobs for the free slots and, while handlers are short, a few more
+  (:class:`~jobs_worker.worker.claiming.Demand`), so a slot runs them back to back;
+- ``inbox`` is the completer's, the worker's one writer: the outcomes to write, and
+  :data:`WAKE` whenever a claim may find work (a notification, a stop, a sweep). A
+  ``SimpleQueue``: its ``put`` is safe from a signal handler;
+- the events are set from any thread (a signal handler included); ``maybe_work`` is cleared only
+  by the completer.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ from jobs_worker.worker.outages import Retry
 
 
 class Phase(enum.Enum):
-    """Where a held attempt is: its handler runs, its outcome waits to be written, or a stopping
-    worker gave it back to the queue (whatever its handler ends with is then moot)."""
+    """Where a held attempt is: claimed and waiting for a slot, its handler runs, its outcome
+    waits to be written, or a stopping worker gave it back to the queue (whatever its handler
+    ends with is then moot)."""
 
+    BUFFERED = "buffered"
     EXECUTING = "executing"
     COMPLETING = "completing"
     HANDED_BACK = "handed back"
@@ -42,9 +51,9 @@ class Attempt:
 
     job: Job
     ctx: JobContext
-    started: float
+    started: float  # when it was claimed, then when its handler started (time.monotonic())
     calls: AttemptCalls  # the store calls of its handler, released when it is fenced
-    phase: Phase = Phase.EXECUTING
+    phase: Phase = Phase.BUFFERED
     cancel_requested: bool = False
     fenced: str | None = None  # the reason, when the lease fence cancelled the handler
     overrun: threading.Thread | None = None  # the handler's thread, still running past timeout
@@ -61,6 +70,23 @@ class Completion:
     attempt: Attempt
     outcome: Outcome
     duration_s: float
+    handed_back: bool = False  # the outcome of a stopping worker's hand-back
+
+
+class _Wake:
+    """The inbox's signal that a claim may find work now."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "WAKE"
+
+
+WAKE = _Wake()
+"""Put in :attr:`Shared.inbox` to make the completer look for work at once."""
+
+Item = Completion | _Wake | None
+"""What the inbox holds: an outcome, a wake-up, or None (closed: write what is left, end)."""
 
 
 class Shared:
@@ -81,11 +107,12 @@ class Shared:
         self.lock = threading.Lock()
         self.held: dict[uuid.UUID, Attempt] = {}
         self.executing = 0  # slots busy: a handler runs (or overruns its timeout) on them
+        self.buffered = 0  # attempts claimed that no slot has started yet
         self.idle = threading.Condition(self.lock)
-        self.claim_lock = threading.Lock()
+        self.claim_lock = threading.Lock()  # held by the completer while it claims
         self.slots: queue.SimpleQueue[Attempt | None] = queue.SimpleQueue()
-        self.completions: queue.SimpleQueue[Completion | None] = queue.SimpleQueue()
-        self.kick = threading.Event()  # something changed: the claim loop looks again
+        self.inbox: queue.SimpleQueue[Item] = queue.SimpleQueue()
+        self.looks = 0  # how often the completer looked for work (tests wait on it)
         self.maybe_work = threading.Event()  # the queue may hold jobs for us
         self.stop_claiming = threading.Event()
         self.force = threading.Event()  # a stop that hands the running jobs back at once
@@ -100,7 +127,16 @@ class Shared:
         if not graceful:
             self.force.set()
         self.stop_claiming.set()
-        self.kick.set()
+        self.inbox.put(WAKE)
+
+    def wake(self) -> None:
+        """Work may be waiting: the completer claims at once (if a slot is free)."""
+        self.maybe_work.set()
+        self.inbox.put(WAKE)
+
+    def inflight(self) -> int:
+        """Attempts started or waiting for a slot (``lock`` held by the caller)."""
+        return self.executing + self.buffered
 
     def retry(self, operation: str) -> Retry:
         """A backoff for the store calls named ``operation``, paced by the config."""

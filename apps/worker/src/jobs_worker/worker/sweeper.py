@@ -3,7 +3,7 @@
 A thread of its own; the rule (which zombie goes back to the queue, fails, or ends cancelled) is
 the core's (:meth:`jobs_core.JobService.sweep`, docs/contract.md §5). This worker's own jobs are
 heartbeaten first (:meth:`Monitor.heartbeat <jobs_worker.worker.monitor.Monitor.heartbeat>`).
-A sweep that changed jobs wakes the claim loop. It ends when ``halt`` is set.
+A sweep that changed jobs wakes the completer (it claims). It ends when ``halt`` is set.
 """
 
 from __future__ import annotations
@@ -62,6 +62,5 @@ class Sweeper:
                 error=job.error,
             )
         if changed:
-            self.shared.maybe_work.set()
-            self.shared.kick.set()
+            self.shared.wake()
         return len(changed)
