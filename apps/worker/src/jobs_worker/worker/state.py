@@ -20,11 +20,11 @@ Every part gets the one :class:`Shared` of its worker. The rules of the sharing:
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import queue
 import threading
 import uuid
-from dataclasses import dataclass
 
 from jobs_core import AttemptRef, Job, JobContext, JobService, Outcome
 
@@ -45,7 +45,7 @@ class Phase(enum.Enum):
     HANDED_BACK = "handed back"
 
 
-@dataclass(slots=True, eq=False)
+@dataclasses.dataclass(slots=True, eq=False)
 class Attempt:
     """A job this worker holds: from its claim until its outcome is written."""
 
@@ -57,13 +57,15 @@ class Attempt:
     cancel_requested: bool = False
     fenced: str | None = None  # the reason, when the lease fence cancelled the handler
     overrun: threading.Thread | None = None  # the handler's thread, still running past timeout
+    ref: AttemptRef = dataclasses.field(
+        init=False
+    )  # built once: every write of the attempt uses it
 
-    @property
-    def ref(self) -> AttemptRef:
-        return self.job.ref
+    def __post_init__(self) -> None:
+        self.ref = self.job.ref
 
 
-@dataclass(slots=True)
+@dataclasses.dataclass(slots=True)
 class Completion:
     """An attempt's outcome, on its way to the store."""
 
