@@ -19,6 +19,7 @@ its loop. The handler is a plain function, jobs' natural handler form (slots are
 
 from __future__ import annotations
 
+import os
 import sys
 from contextlib import ExitStack
 from importlib.metadata import version
@@ -55,11 +56,14 @@ class JobsAdapter:
     # "default" is what a worker does without options: docs/contract.md §4 runs one job at a time
     # (JOBS_CONCURRENCY defaults to 1); "c10" is ten slots (`jobs worker --concurrency 10`);
     # "c10nosync" adds the opt-in `--no-synchronous-commit` (faster, not crash-proof: decision
-    # 0006), reported apart like procrastinate's "c10pool12".
+    # 0006), reported apart like procrastinate's "c10pool12"; "c2p300" is two slots and a
+    # prefetch of up to 300 jobs (`--concurrency 2 --prefetch 300`, docs/worker.md "Prefetch"):
+    # fewer threads taking turns for the interpreter, larger batches per round trip.
     drain_configs: dict[str, dict[str, Any]] = {
         "default": {"concurrency": 1},
         "c10": {"concurrency": 10},
         "c10nosync": {"concurrency": 10, "synchronous_commit": False},
+        "c2p300": {"concurrency": 2, "prefetch": 300},
     }
     unfinished_sql = UNFINISHED_SQL
     total_sql = TOTAL_SQL
@@ -102,6 +106,8 @@ class JobsAdapter:
 
     def worker_main(self, url: str, cfg_name: str, cfg: dict[str, Any]) -> None:
         """ONE real jobs worker with that concurrency until SIGTERM (a graceful stop)."""
+        if "prefetch" in cfg:
+            os.environ["JOBS_PREFETCH"] = str(cfg["prefetch"])
         code = wiring.run_worker(
             as_url(url),
             registry,

@@ -4,6 +4,7 @@
 #
 #   bench/peers.sh                       # RUNS=3 rounds, N=10,000: ~17 minutes on 2 cores
 #   RUNS=1 BENCH_N=2000 bench/peers.sh   # a quick look
+#   PEERS_BASELINE=/path/to/main-worktree bench/peers.sh   # + that tree's jobs, as "jobsmain"
 #
 # The peers are installed by the harness's setup_venvs.sh into throwaway virtualenvs under
 # $BENCH_VENVS (default /tmp/benchvenvs; oban needs Python 3.12), never into the project.
@@ -18,7 +19,7 @@ if [ ! -f "$HARNESS/harness.py" ]; then
   exit 2
 fi
 export BENCH_VENVS=${BENCH_VENVS:-/tmp/benchvenvs}
-SYSTEMS=${PEERS:-"jobs pgqueuer procrastinate oban"}
+SYSTEMS=${PEERS:-"jobs pgqueuer awa procrastinate oban"}
 stamp=$(date +%Y%m%d-%H%M%S)
 OUT=${OUT:-$ROOT/bench/results/peers-$stamp}
 export BENCH_WORKDIR=${BENCH_WORKDIR:-$(mktemp -d /tmp/jobs-peers-XXXXXX)}
@@ -28,6 +29,7 @@ mkdir -p "$OUT"
 missing=""
 for system in $SYSTEMS; do
   [ "$system" = jobs ] && continue
+  [ "$system" = jobsmain ] && continue
   [ -x "$BENCH_VENVS/$system/bin/python" ] || missing="$missing $system"
 done
 if [ -n "$missing" ]; then
@@ -40,6 +42,14 @@ fi
 # each jobs worker process would compile its dependencies from source when it starts.
 (cd "$ROOT" && uv sync --frozen --quiet && uv run --frozen python -c \
   'import pathlib; from bench.common import compile_bytecode; compile_bytecode(pathlib.Path.cwd())')
+if [ -n "${PEERS_BASELINE:-}" ]; then
+  BASE=$(cd "$PEERS_BASELINE" && pwd)
+  [ -x "$BASE/.venv/bin/python" ] || { echo "peers.sh: no .venv in $BASE (uv sync there)" >&2; exit 2; }
+  (cd "$BASE" && "$BASE/.venv/bin/python" -c \
+    'import pathlib; from bench.common import compile_bytecode; compile_bytecode(pathlib.Path.cwd())')
+  export JOBS_PEERS_BASELINE_TREE="$BASE" BENCH_PY_jobsmain="$BASE/.venv/bin/python"
+  SYSTEMS="jobs jobsmain ${SYSTEMS#jobs }"
+fi
 BENCH_ADAPTERS="$ROOT/bench" BENCH_PY_jobs="$ROOT/.venv/bin/python" OUT="$OUT" \
   PEERS="$SYSTEMS" RUNS="${RUNS:-3}" "$HARNESS/run_all.sh"
 
