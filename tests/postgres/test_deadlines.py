@@ -27,10 +27,9 @@ def proxy(pg_url: str) -> Iterator[LinkProxy]:
 
 
 def test_the_workers_engine_bounds_every_wait(pg_url: str) -> None:
-    from jobs_worker.containers import _engine
+    from jobs_worker.composition import _engine
 
-    engines = _engine(pg_url, True, 4.0)
-    engine = next(engines)
+    engine = _engine(pg_url, True, 4.0)
     try:
         with engine.connect() as conn:
             assert conn.execute(text("SHOW statement_timeout")).scalar_one() == "3200ms"
@@ -46,7 +45,7 @@ def test_the_workers_engine_bounds_every_wait(pg_url: str) -> None:
             assert params["tcp_user_timeout"] == "4000"
             assert params["connect_timeout"] == "4"
     finally:
-        next(engines, None)
+        engine.dispose()
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from dependency_injector import providers
 from jobs_core import (
     FakeClock,
     InMemoryJobStore,
@@ -20,7 +19,7 @@ from jobs_core import (
     Registry,
     Status,
 )
-from jobs_worker.containers import build_container
+from jobs_worker.composition import Composition
 from jobs_worker.demo import registry as demo
 from jobs_worker.logs import Event, Events, JsonFormatter, TextFormatter
 from jobs_worker.main import (
@@ -207,19 +206,23 @@ def test_a_type_registered_twice_is_a_configuration_error() -> None:
         )
 
 
-def test_the_container_runs_a_worker_over_an_overridden_store() -> None:
+def test_the_composition_runs_a_worker_over_a_given_store() -> None:
     settings = WorkerSettings(
         demo_types=True, poll_interval_s=0.05, sweep_threshold_s=30, heartbeat_s=30
     )
-    container = build_container(settings, worker_registry(True))
     store = InMemoryJobStore()
-    container.store.override(providers.Object(store))
-    container.wakeup.override(providers.Factory(InMemoryWakeup, store))
-    container.clock.override(providers.Object(FakeClock()))
-    worker = container.worker()
+    parts = Composition(
+        settings,
+        worker_registry(True),
+        store=store,
+        wakeup=lambda: InMemoryWakeup(store),
+        clock=FakeClock(),
+    )
+    worker = parts.worker()
     assert worker.config.heartbeat_s == 10  # a third of the 30 s threshold
     assert worker.config.concurrency == 1
-    job = container.service().enqueue(ORG, "noop").job
+    assert parts.service() is parts.service()  # built once
+    job = parts.service().enqueue(ORG, "noop").job
     with running(worker):
         wait_until(lambda: status_of(store, job.id) is Status.DONE)
 
@@ -315,10 +318,13 @@ def test_jobs_fair_claim_turns_the_fair_claim_on_in_the_worker(
         monkeypatch.delenv("JOBS_FAIR_CLAIM", raising=False)
     else:
         monkeypatch.setenv("JOBS_FAIR_CLAIM", raw)
-    container = build_container(WorkerSettings(demo_types=True), worker_registry(True))
-    container.store.override(providers.Object(InMemoryJobStore()))
-    container.clock.override(providers.Object(FakeClock()))
-    assert container.service().fair_claim is fair
+    parts = Composition(
+        WorkerSettings(demo_types=True),
+        worker_registry(True),
+        store=InMemoryJobStore(),
+        clock=FakeClock(),
+    )
+    assert parts.service().fair_claim is fair
 
 
 def test_a_bad_jobs_fair_claim_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -73,32 +73,32 @@ def test_an_outcome_the_store_cannot_encode_fails_its_job_and_spares_the_batch(
 def test_the_workers_sessions_commit_synchronously_unless_told_not_to(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, setting: str | None, expected: str
 ) -> None:
-    from jobs_worker.containers import build_container
+    from jobs_worker.composition import Composition
     from jobs_worker.settings import WorkerSettings
     from sqlalchemy import text
 
     monkeypatch.setenv("JOBS_DATABASE_URL", pg_url)
     if setting is not None:
         monkeypatch.setenv("JOBS_SYNCHRONOUS_COMMIT", setting)
-    container = build_container(WorkerSettings(), demo)
+    parts = Composition(WorkerSettings(), demo)
     try:
-        with container.engine().connect() as conn:
+        with parts.engine().connect() as conn:
             assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == expected
             assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
             # the scheduler's and the purge's statements keep plans made for their values
             assert conn.execute(text("SHOW plan_cache_mode")).scalar_one() == "auto"
         # the job store's sessions: the same, and one generic plan per statement
-        with container.store_engine().connect() as conn:
+        with parts.store_engine().connect() as conn:
             assert conn.execute(text("SHOW synchronous_commit")).scalar_one() == expected
             assert conn.execute(text("SHOW enable_bitmapscan")).scalar_one() == "off"
             assert conn.execute(text("SHOW plan_cache_mode")).scalar_one() == "force_generic_plan"
         from jobs_postgres.store import PostgresJobStore as Store
 
-        store = container.store()
+        store = parts.store()
         assert isinstance(store, Store)
-        assert store.engine is container.store_engine()
+        assert store.engine is parts.store_engine()
     finally:
-        container.shutdown_resources()
+        parts.close()
 
 
 @pytest.mark.slow

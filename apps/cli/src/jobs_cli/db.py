@@ -79,10 +79,24 @@ def service(settings: CliSettings, registry: Registry | None = None) -> Iterator
     """The job use cases over the PostgreSQL store and the enabled job types."""
     from jobs_core import JobService
 
+    with store(settings) as job_store:
+        yield JobService(job_store, registry or typed_registry(settings, job_store))
+
+
+def typed_registry(settings: CliSettings, job_store: PostgresJobStore) -> Registry:
+    """The enabled job types, the modules' built on ``job_store``'s engine."""
     from jobs_cli.registries import build_registry
 
-    with store(settings) as job_store:
-        yield JobService(job_store, registry or build_registry(settings, job_store.engine))
+    return build_registry(settings, job_store.engine)
+
+
+def reader(job_store: PostgresJobStore) -> JobService:
+    """The job use cases for reads that need no job type (``jobs ls``; ``jobs show`` of a job
+    that is not queued): no module loaded, no registry built, so a read imports and builds
+    nothing it does not use (issue 22)."""
+    from jobs_core import JobService, Registry
+
+    return JobService(job_store, Registry("jobs-cli-read"))
 
 
 def embedded_pgdata(settings: CliSettings) -> Path:

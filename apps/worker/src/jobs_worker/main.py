@@ -1,7 +1,7 @@
 """Entry points of the worker: ``python -m jobs_worker`` and what ``jobs worker`` calls.
 
-- :func:`run_worker` builds the container and runs a worker until SIGTERM/SIGINT; it returns the
-  process exit code. ``jobs worker`` calls it.
+- :func:`run_worker` composes a worker (:mod:`jobs_worker.composition`) and runs it until
+  SIGTERM/SIGINT; it returns the process exit code. ``jobs worker`` calls it.
 - :func:`add_worker_arguments` puts every option on an argparse parser (the CLI's ``worker``
   subcommand uses it, so ``jobs worker --help`` documents them all); :func:`settings_from_args`
   reads them back over the environment.
@@ -29,7 +29,7 @@ from jobs_core.modules import selection_from
 from pydantic import ValidationError
 
 from jobs_worker import worker as worker_module
-from jobs_worker.containers import build_container
+from jobs_worker.composition import Composition
 from jobs_worker.logs import configure_logging, log_event
 from jobs_worker.registries import (
     ModuleError,
@@ -404,15 +404,15 @@ def run_worker(
         registry = isolate_types(registry, settings, extra_registries, shipped_modules)
         maintenance = Maintenance()  # the built-in jobs.purge type (issue 17)
         registry = compose([registry, maintenance.registry])
-        container = build_container(settings, registry)
+        parts = Composition(settings, registry)
         try:
-            worker = container.worker()
-            with running_scheduler(container.engine, registry, maintenance, container.clock()):
+            worker = parts.worker()
+            with running_scheduler(parts.engine, registry, maintenance, parts.clock()):
                 if handle_signals and threading.current_thread() is threading.main_thread():
                     return _run_with_signals(worker)
                 return worker.run()
         finally:
-            container.shutdown_resources()
+            parts.close()
 
 
 def isolate_types(

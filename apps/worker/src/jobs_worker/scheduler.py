@@ -49,7 +49,7 @@ class SchedulerSettings(BaseSettings):
 
 class Maintenance:
     """The built-in maintenance module: the ``jobs.purge`` type, whose handler needs the
-    engine and the worker's whole registry (bound once the worker's container exists)."""
+    engine and the worker's whole registry (bound once the worker is composed)."""
 
     def __init__(self) -> None:
         self.registry = Registry("maintenance")

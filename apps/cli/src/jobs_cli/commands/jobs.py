@@ -14,6 +14,7 @@ from jobs_core import (
     Job,
     JobFilter,
     JobNotFound,
+    JobService,
     Status,
     SystemClock,
     UnknownJobType,
@@ -128,7 +129,8 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
         type=args.type,
         limit=args.limit,
     )
-    with db.service(settings) as svc:
+    with db.store(settings) as store:
+        svc = db.reader(store)
         jobs = svc.list_jobs(args.org, query) if args.org is not None else svc.list_all_orgs(query)
     if args.json:
         print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
@@ -143,7 +145,8 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
 def show(args: argparse.Namespace, settings: CliSettings) -> int:
     """Show one job."""
     job_id = parse_job_id(args.job_id)
-    with db.service(settings) as svc:
+    with db.store(settings) as store:
+        svc = db.reader(store)
         if args.org is not None:
             job = svc.get(args.org, job_id)
         else:
@@ -151,7 +154,9 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
                 job = svc.get_any_org(job_id)
             except JobNotFound:
                 raise CliError(f"no job with id {job_id}") from None
-        waiting = svc.why_waiting(job)
+        waiting = []
+        if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
+            waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
     if args.json:
         document = render.job_json(job)
         if job.status is Status.QUEUED:
