@@ -21,15 +21,15 @@ a snapshot taken after the lock is granted sees it. Nothing else makes a job run
 end of a job lowers the count when it commits. A candidate that does not fit is left queued,
 untouched (no attempt spent).
 
-The finish (``_FINISH``) assigns each outcome to the row its attempt holds; with a claim it is
-one statement (one round trip, one commit: decision 0006), whose claim sees the statement's
+The finish (``_finish_parts``) assigns each outcome to the row its attempt holds; with a claim it
+is one statement (one round trip, one commit: decision 0006), whose claim sees the statement's
 snapshot (a job the finish re-queues is still running for it). Under limits the finish commits
 first and the limited claim runs after it, told which jobs the finish re-queued.
 
-Row locks, always in one order (no deadlock, issue 22): the finish locks the rows of its
-outcomes in ascending id order before it writes them; a sweep's patch (one with ``seen_at``) is
-taken only if its row is free (``SKIP LOCKED``): a row somebody holds is a job showing life.
-The claims never wait on a row.
+Row locks, always in one order (no deadlock, issue 22): the finish reads its outcomes sorted by
+id and so locks its rows in ascending id order; a sweep's patch (one with ``seen_at``) is taken
+only if its row is free (``SKIP LOCKED``): a row somebody holds is a job showing life. The
+claims never wait on a row.
 
 Indexes: ``jobs_queue_idx`` (``status, priority DESC, created_at, id``, partial on queued and
 running) for the walk, read in claim order and stopped after ``limit`` rows; the fair claim's
@@ -76,10 +76,11 @@ class Shape:
     fair: bool
     limited: bool
     finish: bool
+    sweep: bool = False
 
     @classmethod
-    def of(cls, plan: ClaimPlan, *, finish: bool = False) -> Shape:
-        return cls(plan.types is not None, plan.fair, plan.limited, finish)
+    def of(cls, plan: ClaimPlan, *, finish: bool = False, sweep: bool = False) -> Shape:
+        return cls(plan.types is not None, plan.fair, plan.limited, finish, finish and sweep)
 
 
 def parameters(plan: ClaimPlan) -> dict[str, Any]:
@@ -256,29 +257,34 @@ _OUTCOME = """outcome AS (
     )
 )"""
 
-# The rows of the batch, locked in ascending id order before any is written (the primary key
-# read in order: no sort), so two batches never wait on each other in a cycle. A worker's outcome
-# waits for its row; a sweep's patch (``seen_at``) takes it only if it is free: held by a
-# finish or a heartbeat, the job is showing life and the sweep leaves it (NOWAIT semantics,
-# without the error).
-_LOCKED = """finishing AS (
-    SELECT j.id FROM jobs AS j
-    WHERE j.id = ANY(ARRAY(SELECT o.id FROM outcome AS o WHERE o.seen_at IS NULL))
-    ORDER BY j.id
-    FOR NO KEY UPDATE
-),
-sweeping AS (
+# Row locks of a finish, in one order. ``:outcomes`` comes sorted by id (store._patches_json),
+# and the update meets its rows in that order whatever its join: driven by ``outcome`` (a hash
+# or nested loop join, outcome outer: its order) or by the primary key's ``= ANY`` scan (key
+# order), so a finish locks its rows in ascending id order, as every other multi-row write that
+# waits for rows does (sql._LOCK_IDS): two of them never wait on each other in a cycle. A sweep's
+# patch (``seen_at``) is written only if its row is free, locked first ``SKIP LOCKED``: held by
+# a finish or a heartbeat, the job is showing life and the sweep leaves it (NOWAIT semantics,
+# without the error); it never waits on a finish.
+_SWEEPING = """sweeping AS (
     SELECT j.id FROM jobs AS j
     WHERE j.id = ANY(ARRAY(SELECT o.id FROM outcome AS o WHERE o.seen_at IS NOT NULL))
     ORDER BY j.id
     FOR NO KEY UPDATE SKIP LOCKED
 )"""
+_TAKEN = "SELECT o.id FROM outcome AS o"
+_TAKEN_SWEEP = "SELECT o.id FROM outcome AS o WHERE o.seen_at IS NULL UNION ALL " + (
+    "SELECT s.id FROM sweeping AS s"
+)
 
-# Each locked row of ``outcome`` assigned as given (domain.apply), fenced on the attempt (lease,
-# still running) and, for a sweep's patch, on the heartbeat it read (domain.applies). Nothing
-# is decided here; the cancellation request is never written (a request made during the attempt
-# outlives it: domain.cancel_now). ``hook_due_at`` is the patch's too (decision 0025).
-_FINISHED = f"""finished AS (
+
+# Each row of ``outcome`` assigned as given (domain.apply), fenced on the attempt (lease, still
+# running) and, for a sweep's patch, on the heartbeat it read (domain.applies). Nothing is
+# decided here; the cancellation request is never written (a request made during the attempt
+# outlives it: domain.cancel_now). ``hook_due_at`` is the patch's too (decision 0025). Index:
+# the primary key, probed with ``id = ANY(ARRAY(...))``; the rows come back with their ``ord``.
+def _finish_parts(sweep: bool) -> list[str]:
+    taken = _TAKEN_SWEEP if sweep else _TAKEN
+    finished = f"""finished AS (
     UPDATE jobs AS j
     SET status = o.status,
         attempts = o.attempts,
@@ -291,13 +297,12 @@ _FINISHED = f"""finished AS (
         hook_due_at = o.hook_due_at,
         lease = NULL
     FROM outcome AS o
-    WHERE j.id = ANY(ARRAY(SELECT id FROM finishing UNION ALL SELECT id FROM sweeping))
-      AND j.id = o.id AND j.lease = o.lease
+    WHERE j.id = ANY(ARRAY({taken})) AND j.id = o.id AND j.lease = o.lease
       AND {sql.RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
     RETURNING o.ord, {sql.columns("j")}
 )"""
+    return [_OUTCOME, *([_SWEEPING] if sweep else []), finished, sql.wake("finished")]
 
-_FINISH = [_OUTCOME, _LOCKED, _FINISHED, sql.wake("finished")]
 
 # Statement 1 under limits: the limits, the running set, the full keys and types.
 _LIMITS = """lim AS (
@@ -385,11 +390,13 @@ def _compiled(ctes: list[str], select: str, *, recursive: bool = False) -> str:
 
 
 @cache
-def finish() -> str:
-    """The finish of ``:outcomes`` alone; the rows come back with their ``ord`` so the caller
-    aligns them with its input (a patch whose attempt lost the job returns no row)."""
+def finish(*, sweep: bool = False) -> str:
+    """The finish of ``:outcomes`` alone (sorted by id; with ``sweep``, some patches have a
+    ``seen_at``); the rows come back with their ``ord`` so the caller aligns them with its
+    input (a patch whose attempt lost the job returns no row)."""
     return _compiled(
-        [*_FINISH, sql.LOG_FINISHED], f"SELECT finished.* FROM finished {sql.NOTIFIED}"
+        [*_finish_parts(sweep), sql.LOG_FINISHED],
+        f"SELECT finished.* FROM finished {sql.NOTIFIED}",
     )
 
 
@@ -412,7 +419,7 @@ def _statements(shape: Shape) -> tuple[str, ...]:
         )
     return (
         _compiled(
-            [*_FINISH, *_due(shape), _CLAIMED, sql.LOG_BOTH],
+            [*_finish_parts(shape.sweep), *_due(shape), _CLAIMED, sql.LOG_BOTH],
             f"SELECT finished.* FROM finished {sql.NOTIFIED}\n"
             "UNION ALL\nSELECT NULL, claimed.* FROM claimed",
             recursive=shape.fair,
@@ -420,7 +427,7 @@ def _statements(shape: Shape) -> tuple[str, ...]:
     )
 
 
-def statements(plan: ClaimPlan, *, finish: bool = False) -> tuple[str, ...]:
+def statements(plan: ClaimPlan, *, finish: bool = False, sweep: bool = False) -> tuple[str, ...]:
     """The statements of ``plan`` (psycopg syntax, built once per shape).
 
     Without limits, one statement: the claim (with ``finish``, the finish of ``:outcomes`` and
@@ -428,5 +435,6 @@ def statements(plan: ClaimPlan, *, finish: bool = False) -> tuple[str, ...]:
     ``ord``). Under limits, the two statements of one transaction (run after :data:`PLANNER`):
     the locked candidates' ids, then the claim of those of ``:ids`` that fit; with ``finish``
     (the finish committed just before) the walk passes over ``:skipped``, the jobs it re-queued.
+    ``sweep``: the finish has sweep patches (see :func:`finish`).
     """
-    return _statements(Shape.of(plan, finish=finish))
+    return _statements(Shape.of(plan, finish=finish, sweep=sweep))

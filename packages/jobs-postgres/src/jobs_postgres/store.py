@@ -574,7 +574,7 @@ class PostgresJobStore:
             finished = self._finish(patches)
             requeued = [j.id for j in finished if j is not None and j.status is Status.QUEUED]
             return Completed(finished, self._claim(plan, requeued))
-        (statement,) = claims.statements(plan, finish=True)
+        (statement,) = claims.statements(plan, finish=True, sweep=_sweeping(patches))
         params = {**claims.parameters(plan), "outcomes": _patches_json(patches)}
         results: list[Job | None] = [None] * len(patches)
         claimed = []
@@ -590,7 +590,8 @@ class PostgresJobStore:
         if not patches:
             return []
         results: list[Job | None] = [None] * len(patches)
-        for row in self._hot_rows(claims.finish(), {"outcomes": _patches_json(patches)}):
+        statement = claims.finish(sweep=_sweeping(patches))
+        for row in self._hot_rows(statement, {"outcomes": _patches_json(patches)}):
             results[row[0]] = _job(row[1:])
         return results
 
@@ -772,20 +773,26 @@ def _save(conn: Connection, before: Job, after: Job, now: datetime) -> Job:
     return _job(conn.execute(sql.SAVE, params).one())
 
 
+def _sweeping(patches: Sequence[Patch]) -> bool:
+    """Whether a batch holds sweep patches (``seen_at``: taken only if their rows are free)."""
+    return any(change.seen_at is not None for change in patches)
+
+
 def _patches_json(patches: Sequence[Patch]) -> str:
-    """The ``:outcomes`` parameter of FINISH: each patch's columns as given, ``ord`` its input
-    index (sql._OUTCOME). Only the report is a handler's document (normalised by the codec);
-    the rest is text, numbers and nulls built here, encoded as they are.
+    """The ``:outcomes`` parameter of the finish: each patch's columns as given, ``ord`` its
+    input index (claims._OUTCOME), sorted by job id: the finish locks its rows in the order it
+    reads them (decision 0027). Only the report is a handler's document (normalised by the
+    codec); the rest is text, numbers and nulls built here, encoded as they are.
 
     The same attempt twice in a batch: the first patch wins, as applied in order (after it the
     job is no longer running under that lease)."""
-    batch = []
-    seen: set[uuid.UUID] = set()
+    first: dict[uuid.UUID, tuple[int, Patch]] = {}
     for ord_, change in enumerate(patches):
+        first.setdefault(change.ref.job_id, (ord_, change))
+    batch = []
+    for job_id in sorted(first):
+        ord_, change = first[job_id]
         ref = change.ref
-        if ref.job_id in seen:
-            continue
-        seen.add(ref.job_id)
         batch.append(
             {
                 "ord": ord_,
