@@ -15,8 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 from bench import nolog
 installed = nolog.install_if_asked()
-from jobs_postgres import sql
-texts = [str(s) for s in (sql.FINISH, sql.FINISH_AND_CLAIM_ALL, sql.claim(None))]
+from datetime import UTC, datetime
+from jobs_core.claims import ClaimPlan
+from jobs_postgres import claims
+plan = ClaimPlan.of(1, datetime.now(UTC))
+texts = [claims.finish(), claims.statements(plan, finish=True)[0], claims.statements(plan)[0]]
 print(installed, sum("INSERT INTO job_events" in t for t in texts), len(texts))
 """
 

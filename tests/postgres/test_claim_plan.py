@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from jobs_core import Done, NewJob, domain
-from jobs_postgres import migrations, sql
+from jobs_core.claims import ClaimPlan
+from jobs_postgres import claims, migrations, sql
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from jobs_postgres.store import PostgresJobStore, _patches_json
 from sqlalchemy import Engine, text
@@ -30,8 +31,11 @@ QUEUED = 3000
 def _claim_plan(engine: Engine) -> str:
     """The executed plan of one claim (rolled back), as text."""
     params: dict[str, Any] = {"now": datetime.now(UTC), "limit": 1, "types": ["noop"]}
+    (statement,) = claims.statements(ClaimPlan.of(1, params["now"], ["noop"]))
     with engine.connect() as conn, conn.begin() as tx:
-        rows = conn.execute(text(f"EXPLAIN (ANALYZE, COSTS OFF) {sql.CLAIM_TYPES.text}"), params)
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        rows = driver.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", params).fetchall()
         plan = "\n".join(row[0] for row in rows)
         tx.rollback()
     return plan
@@ -67,25 +71,31 @@ def test_the_worker_claims_through_the_queue_index_on_a_never_analyzed_table(
         assert held.lease is not None
         outcomes = _patches_json([domain.patch(held.ref, Done({}), now)])
         common = {"now": now, "limit": 1}
-        statements: list[tuple[str, Any, dict[str, Any], tuple[str, ...]]] = [
-            ("claim", sql.CLAIM_ALL, common, ("jobs_queue_idx",)),
-            ("claim of types", sql.CLAIM_TYPES, {**common, "types": ["noop"]}, ("jobs_queue_idx",)),
-            ("finish", sql.FINISH, {"outcomes": outcomes}, ("jobs_pkey",)),
+        plain = ClaimPlan.of(1, now)
+        typed = ClaimPlan.of(1, now, ["noop"])
+        statements: list[tuple[str, str, dict[str, Any], tuple[str, ...]]] = [
+            ("claim", claims.statements(plain)[0], common, ("jobs_queue_idx",)),
+            (
+                "claim of types",
+                claims.statements(typed)[0],
+                {**common, "types": ["noop"]},
+                ("jobs_queue_idx",),
+            ),
+            ("finish", claims.finish(), {"outcomes": outcomes}, ("jobs_pkey",)),
             (
                 "finish and claim",
-                sql.FINISH_AND_CLAIM_ALL,
+                claims.statements(plain, finish=True)[0],
                 {**common, "outcomes": outcomes},
                 ("jobs_pkey", "jobs_queue_idx"),
             ),
             (
                 "heartbeat",
-                sql.HEARTBEAT,
+                str(sql.HEARTBEAT.compile(dialect=engine.dialect)),
                 {"now": now, "beat": now.isoformat(), "ids": [held.id], "leases": [held.lease]},
                 ("jobs_pkey",),
             ),
         ]
-        for name, statement, params, indexes in statements:
-            compiled = str(statement.compile(dialect=engine.dialect))
+        for name, compiled, params, indexes in statements:
             for mode, plan in plans(engine, compiled, params).items():
                 where = f"{name}, {mode} plan:\n{plan}"
                 for index in indexes:

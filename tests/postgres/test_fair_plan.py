@@ -7,7 +7,9 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from jobs_postgres import migrations, sql
+from jobs_core.claims import ClaimPlan
+from jobs_core.flow import FairTurn
+from jobs_postgres import claims, migrations
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from sqlalchemy import text
 
@@ -63,12 +65,10 @@ def test_the_fair_claim_walks_indexes_past_a_backlog_of_one_org(scratch_url: str
                 )
             conn.execute(text("ANALYZE jobs"))
 
-        for statement, params in (
-            (sql.CLAIM_FAIR_TYPES, {"types": ["work"]}),
-            (sql.CLAIM_FAIR_ALL, {}),
-        ):
-            compiled = str(statement.compile(dialect=engine.dialect))
-            values = {"now": now, "limit": 10, "after": "org-a", **params}
+        for types in (["work"], None):
+            plan_of = ClaimPlan.of(10, now, types, turn=FairTurn("org-a"))
+            (compiled,) = claims.statements(plan_of)
+            values = claims.parameters(plan_of)
             # both plans: for these values, and the generic one a worker's session reuses
             for mode, plan in plans(engine, compiled, values).items():
                 assert "Seq Scan on jobs" not in plan, (mode, plan)

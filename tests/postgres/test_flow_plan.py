@@ -8,7 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from jobs_core import FlowLimit
-from jobs_postgres import flow, migrations, sql
+from jobs_core.claims import ClaimPlan
+from jobs_core.flow import FairTurn
+from jobs_postgres import claims, migrations
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from sqlalchemy import text
 
@@ -61,7 +63,7 @@ def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(scratch_ur
 
         # Both plans of each statement: the one made for these values and the generic one
         # every later execution of a worker's session reuses (tests/postgres/plans.py).
-        plain = str(sql.CLAIM_TYPES.compile(dialect=engine.dialect))
+        (plain,) = claims.statements(ClaimPlan.of(10, now, ["crawl"]))
         for mode, plan in plans(
             engine, plain, {"now": now, "limit": 10, "types": ["crawl"]}
         ).items():
@@ -70,12 +72,16 @@ def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(scratch_ur
             assert _index_rows(plan) <= 10, (mode, plan)
             assert "Seq Scan on jobs" not in plan, (mode, plan)
 
+        # Under limits, alone and composed with fairness: the walk of the candidates (statement
+        # 1) still stops after 10 rows of the queue index.
         limits = {"crawl": FlowLimit(key_limit=2, type_limit=50)}
-        params = {"now": now, "limit": 10, "types": ["crawl"], **flow.limit_params(limits)}
-        statement = flow.lock_candidates(with_types=True)
-        for mode, plan in plans(engine, statement, params, flow.PLANNER).items():
-            assert "Index Scan using jobs_queue_idx" in plan, (mode, plan)
-            assert "Seq Scan on jobs" not in plan, (mode, plan)
-            assert _index_rows(plan) <= 10, (mode, plan)  # the walk stopped after 10 candidates
+        for turn in (None, FairTurn("org-0")):
+            limited = ClaimPlan.of(10, now, ["crawl"], limits=limits, turn=turn)
+            statement = claims.statements(limited)[0]
+            params = claims.parameters(limited)
+            for mode, plan in plans(engine, statement, params, claims.PLANNER).items():
+                assert "Index Scan using jobs_queue_idx" in plan, (turn, mode, plan)
+                assert "Seq Scan on jobs" not in plan, (turn, mode, plan)
+                assert _index_rows(plan) <= 10, (turn, mode, plan)  # stopped after 10
     finally:
         engine.dispose()

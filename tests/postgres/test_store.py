@@ -4,6 +4,7 @@ transactions of the caller, driver errors. The shared behaviour is the contract 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -516,15 +517,17 @@ def test_the_claim_uses_the_partial_queue_index_on_a_table_with_history(
 
 
 def pg_store_claim_sql(types: list[str] | None) -> str:
-    """The claim statement's text, with the types bound inline for EXPLAIN."""
-    from jobs_postgres import sql
+    """The claim statement's text, with the types bound inline for EXPLAIN (SQLAlchemy syntax
+    for the other parameters)."""
+    from jobs_core.claims import ClaimPlan
+    from jobs_postgres import claims
 
-    statement = str(sql.claim(types).text)
+    (statement,) = claims.statements(ClaimPlan.of(10, datetime.now(UTC), types))
     if types is not None:
         statement = statement.replace(
-            "CAST(:types AS text[])", "ARRAY[" + ", ".join(f"'{t}'" for t in types) + "]"
+            "CAST(%(types)s AS text[])", "ARRAY[" + ", ".join(f"'{t}'" for t in types) + "]"
         )
-    return statement
+    return re.sub(r"%\((\w+)\)s", r":\1", statement)
 
 
 def _scans(node: dict[str, Any]) -> list[tuple[str, str | None]]:

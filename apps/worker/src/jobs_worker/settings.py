@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
+from jobs_core.claims import FAIR_CLAIM_DEFAULT
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
@@ -57,7 +58,8 @@ class WorkerSettings(BaseSettings):
       then run twice, even at the same time on two workers until the first one's heartbeat
       finds its lease gone. A worker crash loses nothing either way.
     - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
-      rest of its priority, orgs in turn; docs/flow-control.md). Off by default (decision 0015).
+      rest of its priority, orgs in turn; docs/flow-control.md). Off by default
+      (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0015, 0027).
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -84,7 +86,7 @@ class WorkerSettings(BaseSettings):
     handlers_dir: Path | None = None
     isolated_types: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["import_csv"])
     child_kill_grace_s: float = Field(default=5.0, ge=0)
-    fair_claim: bool = False
+    fair_claim: bool = FAIR_CLAIM_DEFAULT
 
     @field_validator("isolated_types", mode="before")
     @classmethod

@@ -165,19 +165,21 @@ def test_concurrent_fair_claimers_never_share_a_job(store: JobStore, clock: Fake
     assert len(taken) == len(set(taken)) == 240
 
 
-def test_under_limits_the_claim_keeps_its_plain_order_and_its_limits(
+def test_under_limits_the_fair_claim_keeps_its_order_and_its_limits(
     store: JobStore, clock: FakeClock
 ) -> None:
-    """Not built: fairness under limits (decision 0015). A registry that declares a limit
-    claims in plain order even with fair_claim on, and its limits hold."""
+    """Fairness composes with concurrency limits (decision 0027): a registry that declares a
+    limit still claims each org's head first, and its limits hold."""
     service = fair(store, clock, limited=True)
     service.enqueue_many("org-a", "crawl", [{"site_id": f"s{i % 3}"} for i in range(30)])
     clock.advance(1)
     b = service.enqueue("org-b", "crawl", {"site_id": "s9"}).job
-    running = service.claim(6)  # plain order: org A's six oldest, two per site
-    assert b.id not in {j.id for j in running}
-    assert Counter(j.payload["site_id"] for j in running) == {"s0": 2, "s1": 2, "s2": 2}
-    assert [j.id for j in service.claim(20)] == [b.id]  # every site of org A is full
+    running = service.claim(6)  # org A's head, org B's head, then org A's oldest: all fit
+    assert b.id in {j.id for j in running}
+    assert Counter(j.payload["site_id"] for j in running) == {"s0": 2, "s1": 2, "s2": 1, "s9": 1}
+    more = service.claim(20)  # s0 and s1 are full: the one place left is s2's
+    assert Counter(j.payload["site_id"] for j in more) == {"s2": 1}
+    assert service.claim(20) == []
 
 
 # ---- the rule itself (pure) -------------------------------------------------------------------

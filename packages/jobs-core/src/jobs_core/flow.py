@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,18 +41,10 @@ ClaimLimits = Mapping[str, FlowLimit]
 """The limits of the types a claim may take, by type name (types absent: no limit)."""
 
 
-def admit(
-    candidates: Iterable[Job],
-    running: Iterable[Job],
-    limits: ClaimLimits,
-    count: int,
-) -> list[Job]:
-    """The first ``count`` of ``candidates`` (in claim order) that fit the limits.
-
-    ``running`` are the jobs running now. A candidate is admitted if, counting the running jobs
-    and the candidates admitted before it, its key and its type stay within their limits; a
-    candidate that does not fit is passed over and never holds back the ones behind it.
-    """
+def _counted(
+    running: Iterable[Job], limits: ClaimLimits
+) -> tuple[Counter[tuple[str, str]], Counter[str]]:
+    """The running jobs of the limited types, by (type, key) and by type."""
     by_key: Counter[tuple[str, str]] = Counter()
     by_type: Counter[str] = Counter()
     for job in running:
@@ -60,24 +52,57 @@ def admit(
             by_type[job.type] += 1
             if job.concurrency_key is not None:
                 by_key[job.type, job.concurrency_key] += 1
+    return by_key, by_type
+
+
+def _fits(
+    job: Job,
+    limits: ClaimLimits,
+    by_key: Counter[tuple[str, str]],
+    by_type: Counter[str],
+) -> bool:
+    limit = limits.get(job.type)
+    if limit is None:
+        return True
+    if limit.type_limit is not None and by_type[job.type] >= limit.type_limit:
+        return False
+    return (
+        limit.key_limit is None
+        or job.concurrency_key is None
+        or by_key[job.type, job.concurrency_key] < limit.key_limit
+    )
+
+
+def full(running: Iterable[Job], limits: ClaimLimits) -> Callable[[Job], bool]:
+    """Whether a job's key or type is already full with ``running`` running: a claim passes
+    over such a job before it picks its candidates (``jobs_core.claims``)."""
+    by_key, by_type = _counted(running, limits)
+    return lambda job: not _fits(job, limits, by_key, by_type)
+
+
+def admit(
+    candidates: Iterable[Job],
+    running: Iterable[Job],
+    limits: ClaimLimits,
+    count: int,
+) -> list[Job]:
+    """The first ``count`` of ``candidates`` (in the claim's order) that fit the limits.
+
+    ``running`` are the jobs running now. A candidate is admitted if, counting the running jobs
+    and the candidates admitted before it, its key and its type stay within their limits; a
+    candidate that does not fit is passed over and never holds back the ones behind it.
+    """
+    by_key, by_type = _counted(running, limits)
     admitted: list[Job] = []
     for job in candidates:
         if len(admitted) >= count:
             break
-        limit = limits.get(job.type)
-        if limit is not None:
-            if limit.type_limit is not None and by_type[job.type] >= limit.type_limit:
-                continue
-            key = (job.type, job.concurrency_key or "")
-            if (
-                limit.key_limit is not None
-                and job.concurrency_key is not None
-                and by_key[key] >= limit.key_limit
-            ):
-                continue
+        if not _fits(job, limits, by_key, by_type):
+            continue
+        if job.type in limits:
             by_type[job.type] += 1
             if job.concurrency_key is not None:
-                by_key[key] += 1
+                by_key[job.type, job.concurrency_key] += 1
         admitted.append(job)
     return admitted
 
@@ -150,7 +175,7 @@ def check_priority(priority: object) -> int:
     return priority
 
 
-# ---- fairness between orgs (opt-in: JOBS_FAIR_CLAIM) ----------------------------------------
+# ---- fairness between orgs (JOBS_FAIR_CLAIM; default: claims.FAIR_CLAIM_DEFAULT) ---------------
 
 
 @dataclass(frozen=True, slots=True)

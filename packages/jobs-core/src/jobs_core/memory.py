@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import codec, domain, flow
+from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
@@ -115,46 +116,22 @@ class InMemoryJobStore:
         turn: flow.FairTurn | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due queued jobs (of ``types``, if given) that fit ``limits``,
-        highest priority then oldest first (in :func:`jobs_core.flow.fair_order` under ``turn``)."""
-        return self._claim(limit, now, types, frozenset(), limits, turn=turn)
+        highest priority then oldest first (in fair order under ``turn``): the jobs
+        :func:`jobs_core.claims.choose` picks for this plan."""
+        return self._claim(ClaimPlan.of(limit, now, types, limits=limits, turn=turn), frozenset())
 
-    def _claim(
-        self,
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None,
-        skipped: Set[uuid.UUID],
-        limits: flow.ClaimLimits | None = None,
-        *,
-        turn: flow.FairTurn | None = None,
-    ) -> list[Job]:
-        if limit <= 0:
+    def _claim(self, plan: ClaimPlan, skipped: Set[uuid.UUID]) -> list[Job]:
+        if plan.empty:
             return []
-        wanted = None if types is None else frozenset(types)
         with self._lock:
-            due = sorted(
-                (
-                    j
-                    for j in self._jobs.values()
-                    if j.status is Status.QUEUED
-                    and j.run_at <= now
-                    and (wanted is None or j.type in wanted)
-                    and j.id not in skipped
-                ),
-                key=domain.claim_order,
-            )
-            if turn is not None and not limits:  # fair order: not under limits (decision 0015)
-                due = flow.fair_order(due, turn)
-            if limits:
-                busy = [j for j in self._jobs.values() if j.status is Status.RUNNING]
-                chosen = flow.admit(due, busy, limits, limit)
-            else:
-                chosen = due[:limit]
+            jobs = self._jobs.values()
+            queued = (j for j in jobs if j.status is Status.QUEUED and j.id not in skipped)
+            running = (j for j in jobs if j.status is Status.RUNNING) if plan.limited else ()
             claimed = []
-            for job in chosen:
-                running = domain.claim(job, uuid.uuid4(), now)
-                self._jobs[job.id] = running
-                claimed.append(running)
+            for job in choose(plan, queued, running):
+                held = domain.claim(job, uuid.uuid4(), plan.now)
+                self._jobs[job.id] = held
+                claimed.append(held)
             return claimed
 
     def _held(self, ref: AttemptRef) -> Job | None:
@@ -221,12 +198,14 @@ class InMemoryJobStore:
             # own claim.
             requeued = {j.id for j in finished if j is not None and j.status is Status.QUEUED}
             claimed = self._claim(
-                claim_next.limit,
-                claim_next.now,
-                claim_next.types,
+                ClaimPlan.of(
+                    claim_next.limit,
+                    claim_next.now,
+                    claim_next.types,
+                    limits=claim_next.limits,
+                    turn=claim_next.turn,
+                ),
                 requeued,
-                claim_next.limits,
-                turn=claim_next.turn,
             )
             return Completed(finished, claimed)
 

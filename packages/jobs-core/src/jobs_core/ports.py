@@ -124,8 +124,9 @@ class JobStore(Protocol):
         turn: FairTurn | None = None,
     ) -> list[Job]:
         """Take up to ``limit`` due queued jobs, highest priority then oldest first, no job to
-        two claimers. With ``turn`` (and no ``limits``), in fair order between orgs
-        (:func:`jobs_core.flow.fair_order`).
+        two claimers: the jobs :func:`jobs_core.claims.choose` picks for the plan of these
+        arguments (decision 0027). With ``turn``, in fair order between orgs
+        (:func:`jobs_core.flow.fair_order`), with or without ``limits``.
 
         With ``types``, only jobs of those types (a worker claims only what it can run). With
         ``limits``, only jobs that fit them (:func:`jobs_core.flow.admit`), counting every

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs_core import domain, flow
+from jobs_core.claims import FAIR_CLAIM_DEFAULT
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
@@ -55,7 +56,7 @@ class JobService:
         registry: Registry,
         clock: Clock | None = None,
         *,
-        fair_claim: bool = False,
+        fair_claim: bool = FAIR_CLAIM_DEFAULT,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -178,16 +179,18 @@ class JobService:
 
     # -- worker side --------------------------------------------------------------------------
     def claim(self, limit: int) -> list[Job]:
-        """Claim up to ``limit`` jobs of the registered types."""
+        """Claim up to ``limit`` jobs of the registered types (under their limits; in fair order
+        between orgs with ``fair_claim``: every selection composes, decision 0027)."""
+        turn = self._turn if self.fair_claim else None
         limits = self._limits()
-        if limits is None and self.fair_claim:  # not under limits (decision 0015)
-            turn = self._turn
-            claimed = self.store.claim(limit, self.clock.now(), self.registry.names(), turn=turn)
-            self._turn = flow.next_turn(turn, claimed)
-            return claimed
-        if limits is None:  # the plain claim (a store written before limits existed works)
-            return self.store.claim(limit, self.clock.now(), self.registry.names())
-        return self.store.claim(limit, self.clock.now(), self.registry.names(), limits=limits)
+        now = self.clock.now()
+        if turn is None and limits is None:  # the plain claim (a store written before limits)
+            return self.store.claim(limit, now, self.registry.names())
+        if turn is None:
+            return self.store.claim(limit, now, self.registry.names(), limits=limits)
+        claimed = self.store.claim(limit, now, self.registry.names(), limits=limits, turn=turn)
+        self._turn = flow.next_turn(turn, claimed)
+        return claimed
 
     def _limits(self) -> flow.ClaimLimits | None:
         """The concurrency limits of the registered types (None when no type declares any, so
@@ -296,7 +299,7 @@ class JobService:
         claim_next = None
         if limit > 0:
             limits = self._limits()
-            turn = self._turn if limits is None and self.fair_claim else None
+            turn = self._turn if self.fair_claim else None
             claim_next = ClaimNext(limit, now, self.registry.names(), limits, turn)
         finished, claimed = self.store.complete(patches, claim_next=claim_next)
         if claim_next is not None and claim_next.turn is not None:

@@ -130,7 +130,7 @@ Index(
 Index("jobs_hook_due_idx", jobs.c.hook_due_at, postgresql_where=text("hook_due_at IS NOT NULL"))
 
 # Queued jobs per org in claim order: the fair claim's skip scan over orgs and each org's head
-# (jobs_postgres.fair; decision 0015 "Fairness between orgs").
+# (jobs_postgres.claims, the fair CTEs; decisions 0015 "Fairness between orgs", 0027).
 Index(
     "jobs_org_queue_idx",
     jobs.c.org_id,

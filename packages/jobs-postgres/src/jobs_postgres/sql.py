@@ -21,7 +21,6 @@ from datetime import datetime
 
 from sqlalchemy import ColumnElement, Select, TextClause, select, text, tuple_
 
-from jobs_postgres.fair import fair_due
 from jobs_postgres.schema import EVENT_JOB_COLUMNS, jobs
 
 PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
@@ -32,7 +31,8 @@ COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns if c.name not in P
 """The ``jobs`` columns in the order every statement returns them (see ``store._job``)."""
 
 
-def _columns(alias: str) -> str:
+def columns(alias: str) -> str:
+    """The returned columns of the job rows ``alias``, in :data:`COLUMNS` order."""
     return ", ".join(f"{alias}.{name}" for name in COLUMNS)
 
 
@@ -45,9 +45,15 @@ wake AS (
     SELECT pg_notify('jobs_new', '') FROM {source} WHERE status = 'queued' HAVING count(*) > 0
 )"""
 
+
+def wake(source: str) -> str:
+    """The ``wake`` CTE of a statement whose rows ``source`` may make work available."""
+    return _WAKE.format(source=source).strip()
+
+
 # A CTE that nothing reads is never run: the final SELECT joins the notify CTE (one row at
 # most) so it is evaluated, without changing the rows returned.
-_NOTIFIED = "LEFT JOIN wake ON true"
+NOTIFIED = "LEFT JOIN wake ON true"
 
 # When the attempt last showed life (domain.Job.last_seen_at): its heartbeat_at, which the claim
 # sets to its start; its start for a row that never had one.
@@ -80,7 +86,7 @@ WITH inserted AS (
     RETURNING j.id
 ),
 wake AS (SELECT pg_notify('jobs_new', '') FROM inserted)
-SELECT inserted.id FROM inserted {_NOTIFIED}
+SELECT inserted.id FROM inserted {NOTIFIED}
 """
 
 # Index: the primary key. (psycopg parameters, as INSERT.)
@@ -198,7 +204,7 @@ NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', '')"
 
 # Index: jobs_org_dedup_key_key (equality on both columns).
 FIND_BY_DEDUP_KEY = text(
-    f"SELECT {_columns('j')} FROM jobs AS j WHERE j.org_id = :org_id AND j.dedup_key = :dedup_key"
+    f"SELECT {columns('j')} FROM jobs AS j WHERE j.org_id = :org_id AND j.dedup_key = :dedup_key"
 )
 
 
@@ -209,32 +215,12 @@ FIND_BY_DEDUP_KEY = text(
 # the whole ``running`` range of jobs_queue_idx instead, dead entries included: one per job
 # finished since the last vacuum, so every finish of a drain was slower than the one before it
 # (bench/NOTES.md §2).
-_RUNNING = "(j.status = 'running') IS TRUE"
-
-
-def _due(types: Sequence[str] | None) -> str:
-    """The ``due`` CTE of a claim: the ids of up to ``:limit`` due jobs, locked.
-
-    Index: jobs_queue_idx. Its ``status = 'queued'`` range is read in (priority DESC,
-    created_at, id) order, the claim's ORDER BY, so the scan stops after ``limit`` due rows:
-    the finished history is not in the partial index at all. ``run_at`` and ``type`` filter
-    the rows it yields.
-    ``SKIP LOCKED`` passes over rows another claimer has locked, so concurrent claimers never
-    wait on nor take the same job.
-    """
-    type_filter = "AND type = ANY(CAST(:types AS text[]))" if types is not None else ""
-    return f"""due AS (
-    SELECT id FROM jobs
-    WHERE status = 'queued' AND run_at <= :now {type_filter}
-    ORDER BY priority DESC, created_at, id
-    LIMIT :limit
-    FOR UPDATE SKIP LOCKED
-)"""
+RUNNING = "(j.status = 'running') IS TRUE"
 
 
 def claim_set(now: str) -> str:
-    """The SET list of every claim (this module's, and the claim under limits of
-    :mod:`jobs_postgres.flow`), ``now`` the instant's placeholder: domain.claim applied to rows
+    """The SET list of every claim (:mod:`jobs_postgres.claims`), ``now`` the instant's
+    placeholder: domain.claim applied to rows
     the database picks, the one transition whose rows the core cannot see before it is written
     (decision 0020). The contract suite compares each claimed row with domain.claim of it."""
     return f"""SET status = 'running',
@@ -274,50 +260,35 @@ def _logged(name: str, *sources: tuple[str, str]) -> str:
 
 
 LOG_CLAIMED = _logged("claimed_logged", ("claimed", _KIND_CLAIMED))
-_LOG_FINISHED = _logged("finished_logged", ("finished", _KIND_FINISHED))
+LOG_FINISHED = _logged("finished_logged", ("finished", _KIND_FINISHED))
 # The finish and the claim of one statement: the finished rows, then the claimed ones.
-_LOG_BOTH = _logged("both_logged", ("finished", _KIND_FINISHED), ("claimed", _KIND_CLAIMED))
+LOG_BOTH = _logged("both_logged", ("finished", _KIND_FINISHED), ("claimed", _KIND_CLAIMED))
 
 
-# The claim of the rows of ``due``: found by primary key through ``id = ANY(ARRAY(...))``, as a
-# join with the CTE could be planned as a scan of the whole table, whose history the planner
-# cannot see through the CTE. The key of a ``queue``-scope job is released in the same
-# statement (docs/contract.md §3).
-_CLAIM_DUE = f"""UPDATE jobs AS j
-{claim_set(":now")}
--- no status test here: the rows are locked since they matched it, and a status condition
--- would let the planner walk every queued row of jobs_queue_idx instead of probing the key
-WHERE j.id = ANY(ARRAY(SELECT id FROM due))
-RETURNING {_columns("j")}"""
+# The rows of ``:ids`` locked in ascending id order before a batch writes them (the primary key
+# read in order: no sort): every multi-row write on ``jobs`` that may wait for a row takes its
+# locks in this one order, so two of them never wait on each other in a cycle (issue 22; the
+# finish does the same, jobs_postgres.claims). The rest of the statement finds them again by key.
+_LOCK_IDS = """locked AS (
+    SELECT j.id FROM jobs AS j WHERE j.id = ANY(CAST(:ids AS uuid[])) ORDER BY j.id
+    FOR NO KEY UPDATE
+)"""
 
-
-def claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
-    """Claim up to ``:limit`` due jobs in one statement (see :func:`_due`; with ``fair``, in
-    fair order between orgs, :func:`jobs_postgres.fair.fair_due`)."""
-    due = f"RECURSIVE {fair_due(types)}" if fair else _due(types)
-    return text(
-        f"WITH {due},\nclaimed AS (\n{_CLAIM_DUE}\n),\n{LOG_CLAIMED}\nSELECT * FROM claimed\n"
-    )
-
-
-CLAIM_ALL = claim(None)
-CLAIM_TYPES = claim(())
-CLAIM_FAIR_ALL = claim(None, fair=True)
-CLAIM_FAIR_TYPES = claim((), fair=True)
-
-# Index: the primary key, probed with ``id = ANY(:ids)`` (never a join planned as a scan of
-# the history). domain.heartbeat: sets heartbeat_at and merges ``updated_at`` into the progress
+# Index: the primary key, probed with ``id = ANY(...)`` (never a join planned as a scan of the
+# history). domain.heartbeat: sets heartbeat_at and merges ``updated_at`` into the progress
 # document (the public mark of the heartbeat, docs/contract.md §5); the update touches no
-# indexed column, so it is a HOT update.
+# indexed column, so it is a HOT update. It waits for a row a finish holds (never skips it: a
+# skipped row would read as a lost lease), in id order.
 HEARTBEAT = text(
     f"""
+WITH {_LOCK_IDS}
 UPDATE jobs AS j
 SET heartbeat_at = CAST(:now AS timestamptz),
     progress = coalesce(j.progress, '{{}}'::jsonb)
                || jsonb_build_object('updated_at', CAST(:beat AS text))
 FROM unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
-WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id AND j.lease = r.lease
-  AND {_RUNNING}
+WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = r.id AND j.lease = r.lease
+  AND {RUNNING}
 RETURNING j.id
 """
 )
@@ -354,95 +325,15 @@ FROM jobs AS j
 JOIN unnest(CAST(:ids AS uuid[]), CAST(:leases AS uuid[])) AS r(id, lease)
   ON j.id = r.id AND j.lease = r.lease
 WHERE j.id = ANY(CAST(:ids AS uuid[]))
-  AND {_RUNNING} AND j.cancel_requested_at IS NOT NULL
+  AND {RUNNING} AND j.cancel_requested_at IS NOT NULL
 """
 )
 
-
-# A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
-# attempt with its ``ord`` (store._patches_json).
-_OUTCOME = """outcome AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
-        ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
-        run_at timestamptz, error text, report jsonb, finished_at timestamptz, dedup_key text,
-        seen_at timestamptz, hook_due_at timestamptz
-    )
-)"""
-
-# The ``finished`` CTE: each row of ``outcome`` assigned as given (domain.apply), fenced on the
-# attempt (lease, still running) and, for a sweep's patch, on the heartbeat it read
-# (domain.applies). Nothing is decided here; the cancellation request is never written (a
-# request made during the attempt outlives it: domain.cancel_now). ``hook_due_at`` is the
-# patch's too (decision 0025): set by the end failed or cancelled that makes the hook due, in
-# this same statement.
-_FINISHED = f"""finished AS (
-    UPDATE jobs AS j
-    SET status = o.status,
-        attempts = o.attempts,
-        snoozes = o.snoozes,
-        run_at = o.run_at,
-        error = o.error,
-        report = o.report,
-        finished_at = o.finished_at,
-        dedup_key = o.dedup_key,
-        hook_due_at = o.hook_due_at,
-        lease = NULL
-    FROM outcome AS o
-    WHERE j.id = ANY(ARRAY(SELECT id FROM outcome)) AND j.id = o.id AND j.lease = o.lease
-      AND {_RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
-    RETURNING o.ord, {_columns("j")}
-)"""
-
-
-# Index: the primary key, probed with ``id = ANY(ARRAY(...))``; fenced on lease and status.
-# The rows come back with their ``ord`` so the caller aligns them with its input (a patch
-# whose attempt lost the job returns no row).
-FINISH = text(
-    f"""
-WITH {_OUTCOME},
-{_FINISHED},
-{_WAKE.format(source="finished")},
-{_LOG_FINISHED}
-SELECT finished.* FROM finished {_NOTIFIED}
-"""
-)
-
-
-def finish_and_claim(types: Sequence[str] | None, fair: bool = False) -> TextClause:
-    """FINISH of ``:outcomes`` and a claim of up to ``:limit`` jobs, in one statement.
-
-    What a worker slot that just ended its job sends while work waits: its outcome and the
-    claim of its next job in one round trip and one commit (decision 0006). The finished rows
-    come back with their ``ord``, the claimed ones with a NULL ``ord``. Both parts see the
-    statement's snapshot: a job this statement re-queues is still ``running`` for ``due``, so
-    it is never claimed back by the same statement. Indexes: those of FINISH and of the claim.
-    """
-    return text(
-        f"""
-WITH {"RECURSIVE " if fair else ""}{_OUTCOME},
-{_FINISHED},
-{_WAKE.format(source="finished")},
-{fair_due(types) if fair else _due(types)},
-claimed AS (
-{_CLAIM_DUE}
-),
-{_LOG_BOTH}
-SELECT finished.* FROM finished {_NOTIFIED}
-UNION ALL
-SELECT NULL, claimed.* FROM claimed
-"""
-    )
-
-
-FINISH_AND_CLAIM_ALL = finish_and_claim(None)
-FINISH_AND_CLAIM_TYPES = finish_and_claim(())
-FINISH_AND_CLAIM_FAIR_ALL = finish_and_claim(None, fair=True)
-FINISH_AND_CLAIM_FAIR_TYPES = finish_and_claim((), fair=True)
 
 # Index: jobs_queue_idx, its ``status = 'running'`` range (the running set is small).
 FIND_STALE = text(
     f"""
-SELECT {_columns("j")} FROM jobs AS j
+SELECT {columns("j")} FROM jobs AS j
 WHERE j.status = 'running' AND {_LAST_SEEN} < :stale_before
 ORDER BY j.created_at, j.id
 LIMIT :limit
@@ -453,15 +344,15 @@ LIMIT :limit
 # -- org-scoped reads and admin actions ---------------------------------------------------------
 
 # Index: the primary key; the org filter makes another org's job invisible.
-GET = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
+GET = text(f"SELECT {columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
 
 # Index: the primary key. An operator's read (the CLI's ``jobs show ID``), of any org.
-GET_ANY_ORG = text(f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id")
+GET_ANY_ORG = text(f"SELECT {columns('j')} FROM jobs AS j WHERE j.id = :id")
 
 # Index: the primary key. Admin actions lock the row, apply the pure transition in Python
 # (jobs_core.domain) and write the result back with SAVE.
 GET_FOR_UPDATE = text(
-    f"SELECT {_columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id FOR UPDATE"
+    f"SELECT {columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id FOR UPDATE"
 )
 
 # Index: the primary key. Writes back every column an admin transition may change, and the
@@ -476,10 +367,10 @@ WITH saved AS (
         cancel_requested_at = :cancel_requested_at, lease = :lease, snoozes = :snoozes,
         hook_due_at = :hook_due_at
     WHERE j.id = :id
-    RETURNING {_columns("j")}
+    RETURNING {columns("j")}
 ),
 {_WAKE.format(source="saved")}
-SELECT saved.* FROM saved {_NOTIFIED}
+SELECT saved.* FROM saved {NOTIFIED}
 """
 )
 
@@ -497,16 +388,18 @@ WHERE j.id IN (
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
 )
-RETURNING {_columns("j")}
+RETURNING {columns("j")}
 """
 )
 
-# Index: the primary key. Only the ending the hook was run for (same finished_at).
+# Index: the primary key. Only the ending the hook was run for (same finished_at); its rows
+# locked in id order first (_LOCK_IDS).
 END_HOOKS_DONE = text(
-    """
+    f"""
+WITH {_LOCK_IDS}
 UPDATE jobs AS j SET hook_due_at = NULL
 FROM unnest(CAST(:ids AS uuid[]), CAST(:ends AS timestamptz[])) AS r(id, finished_at)
-WHERE j.id = ANY(CAST(:ids AS uuid[])) AND j.id = r.id
+WHERE j.id = ANY(ARRAY(SELECT id FROM locked)) AND j.id = r.id
   AND j.finished_at IS NOT DISTINCT FROM r.finished_at AND j.hook_due_at IS NOT NULL
 """
 )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from jobs_core import codec, domain, uuid7
+from jobs_core.claims import ClaimPlan
 from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, DedupScope, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
@@ -29,9 +30,8 @@ from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 from sqlalchemy import Connection, Engine, TextClause, exc
-from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from jobs_postgres import flow, sql
+from jobs_postgres import claims, flow, sql
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 
 COPY_FROM = 2_000
@@ -45,10 +45,6 @@ Execute = Callable[[str, Mapping[str, Any]], Any]
 """Runs one statement (psycopg's ``%(name)s`` syntax); its first row or None."""
 
 _STATUS = {status.value: status for status in Status}
-_DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
-_DRIVER_SQL: dict[TextClause, str] = {}
-"""The worker's statements as psycopg runs them (``%(name)s`` placeholders), compiled once each
-(keyed by the statement itself: they are the module constants of :mod:`jobs_postgres.sql`)."""
 _SCOPE = {scope.value: scope for scope in DedupScope}
 
 
@@ -109,21 +105,20 @@ class PostgresJobStore:
         with self._statement() as conn:
             return list(conn.execute(statement, params).all())
 
-    def _hot_rows(self, statement: TextClause, params: Mapping[str, Any]) -> list[Any]:
-        """The rows of one of the worker's per-job statements (claim, finish), run on the
-        psycopg connection of a pooled connection in autocommit: one round trip, without
-        SQLAlchemy's execution and result layers, which took half the worker's CPU per job
-        (bench/NOTES.md §3). Same statement, same parameters, same rows as :meth:`_rows`.
+    def _hot_rows(self, query: str, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of one of the worker's per-job statements (claim, finish; psycopg syntax,
+        :mod:`jobs_postgres.claims`), run on the psycopg connection of a pooled connection in
+        autocommit: one round trip, without SQLAlchemy's execution and result layers, which
+        took half the worker's CPU per job (bench/NOTES.md §3).
 
         A connection found broken is invalidated (the pool opens a new one), and the error
         is ``StoreUnavailable`` as on every other path. Inside a caller's transaction the
-        statement goes through SQLAlchemy on the caller's connection.
+        statement runs on the caller's connection.
         """
         if self._bound is not None:
-            return self._rows(statement, params)
-        query = _DRIVER_SQL.get(statement)
-        if query is None:
-            query = _DRIVER_SQL[statement] = str(statement.compile(dialect=_DIALECT))
+            bound = self._bound
+            with self._statement():
+                return _all(bound.exec_driver_sql(query, dict(params)))
         with unavailable_as_store_error():
             pooled = self._engine.raw_connection()
             try:
@@ -381,53 +376,35 @@ class PostgresJobStore:
         limits: ClaimLimits | None = None,
         turn: FairTurn | None = None,
     ) -> list[Job]:
-        """Take up to ``limit`` due queued jobs, highest priority then oldest first, in one
-        statement; under ``limits``, in one short transaction (:mod:`jobs_postgres.flow`);
-        with ``turn`` (and no ``limits``), in fair order between orgs
-        (:mod:`jobs_postgres.fair`)."""
-        if limit <= 0 or (types is not None and not types):
+        """Take up to ``limit`` due queued jobs, highest priority then oldest first (in fair
+        order between orgs with ``turn``), that fit ``limits``: the plan's statement, one
+        round trip; under limits, one short transaction of two (:mod:`jobs_postgres.claims`)."""
+        return self._claim(ClaimPlan.of(limit, now, types, limits=limits, turn=turn))
+
+    def _claim(self, plan: ClaimPlan, skipped: Sequence[uuid.UUID] = ()) -> list[Job]:
+        if plan.empty:
             return []
-        if limits:
-            return self._claim_limited(limit, now, types, limits)
-        params: dict[str, Any] = {"now": now, "limit": limit}
-        if turn is not None:
-            params["after"] = turn.after
-        if types is not None:
-            params["types"] = list(types)
-        statements = (
-            (sql.CLAIM_ALL, sql.CLAIM_TYPES)
-            if turn is None
-            else (sql.CLAIM_FAIR_ALL, sql.CLAIM_FAIR_TYPES)
-        )
-        rows = self._hot_rows(statements[types is not None], params)
+        if plan.limited:
+            return self._claim_limited(plan, skipped)
+        (statement,) = claims.statements(plan)
+        rows = self._hot_rows(statement, claims.parameters(plan))
         return sorted((_job(row) for row in rows), key=domain.claim_order)
 
-    def _claim_limited(
-        self,
-        limit: int,
-        now: datetime,
-        types: Sequence[str] | None,
-        limits: ClaimLimits,
-        exclude: Sequence[uuid.UUID] = (),
-    ) -> list[Job]:
+    def _claim_limited(self, plan: ClaimPlan, skipped: Sequence[uuid.UUID]) -> list[Job]:
         """The claim under concurrency limits: lock candidates and their keys, then claim the
         ones that fit, counted in a snapshot taken after the keys are locked (decision 0015).
-        The jobs ``exclude`` are never candidates."""
-        params: dict[str, Any] = {
-            "now": now,
-            "limit": limit,
-            "exclude": list(exclude),
-            **flow.limit_params(limits),
-        }
-        if types is not None:
-            params["types"] = list(types)
+        ``skipped``: jobs a finish just re-queued, never claimed back by the same call."""
+        candidates, admitted = claims.statements(plan, finish=bool(skipped))
+        params = claims.parameters(plan)
+        if skipped:
+            params["skipped"] = list(skipped)
 
         def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
-            execute(flow.PLANNER, {})
-            ids = [row[0] for row in execute(flow.lock_candidates(types is not None), params)]
+            execute(claims.PLANNER, {})
+            ids = [row[0] for row in execute(candidates, params)]
             if not ids:
                 return []
-            return execute(_CLAIM_ADMITTED, {**params, "ids": ids})
+            return execute(admitted, {**params, "ids": ids})
 
         rows = self._in_transaction(run)
         return sorted((_job(row) for row in rows), key=domain.claim_order)
@@ -582,33 +559,23 @@ class PostgresJobStore:
         :meth:`claim` does (the places the patches freed are counted as free)."""
         if claim_next is None:
             return Completed(self._finish(patches), [])
-        limit, now, types, limits = (
+        plan = ClaimPlan.of(
             claim_next.limit,
             claim_next.now,
             claim_next.types,
-            claim_next.limits,
+            limits=claim_next.limits,
+            turn=claim_next.turn,
         )
-        turn = None if limits else claim_next.turn
         if not patches:
-            return Completed([], self.claim(limit, now, types, limits=limits, turn=turn))
-        if limit <= 0 or (types is not None and not types):
+            return Completed([], self._claim(plan))
+        if plan.empty:
             return Completed(self._finish(patches), [])
-        if limits:
+        if plan.limited:
             finished = self._finish(patches)
-            # Left out of the claim (as the one statement of the plain path cannot see them),
-            # never claimed and then dropped: a job claimed is a job held.
             requeued = [j.id for j in finished if j is not None and j.status is Status.QUEUED]
-            return Completed(finished, self._claim_limited(limit, now, types, limits, requeued))
-        params: dict[str, Any] = {"outcomes": _patches_json(patches), "now": now, "limit": limit}
-        if turn is not None:
-            params["after"] = turn.after
-        if types is None:
-            statement = sql.FINISH_AND_CLAIM_ALL if turn is None else sql.FINISH_AND_CLAIM_FAIR_ALL
-        else:
-            statement = (
-                sql.FINISH_AND_CLAIM_TYPES if turn is None else sql.FINISH_AND_CLAIM_FAIR_TYPES
-            )
-            params["types"] = list(types)
+            return Completed(finished, self._claim(plan, requeued))
+        (statement,) = claims.statements(plan, finish=True, sweep=_sweeping(patches))
+        params = {**claims.parameters(plan), "outcomes": _patches_json(patches)}
         results: list[Job | None] = [None] * len(patches)
         claimed = []
         for row in self._hot_rows(statement, params):
@@ -623,7 +590,8 @@ class PostgresJobStore:
         if not patches:
             return []
         results: list[Job | None] = [None] * len(patches)
-        for row in self._hot_rows(sql.FINISH, {"outcomes": _patches_json(patches)}):
+        statement = claims.finish(sweep=_sweeping(patches))
+        for row in self._hot_rows(statement, {"outcomes": _patches_json(patches)}):
             results[row[0]] = _job(row[1:])
         return results
 
@@ -805,23 +773,26 @@ def _save(conn: Connection, before: Job, after: Job, now: datetime) -> Job:
     return _job(conn.execute(sql.SAVE, params).one())
 
 
-_CLAIM_ADMITTED = flow.claim_admitted(", ".join(f"j.{name}" for name in sql.COLUMNS))
+def _sweeping(patches: Sequence[Patch]) -> bool:
+    """Whether a batch holds sweep patches (``seen_at``: taken only if their rows are free)."""
+    return any(change.seen_at is not None for change in patches)
 
 
 def _patches_json(patches: Sequence[Patch]) -> str:
-    """The ``:outcomes`` parameter of FINISH: each patch's columns as given, ``ord`` its input
-    index (sql._OUTCOME). Only the report is a handler's document (normalised by the codec);
-    the rest is text, numbers and nulls built here, encoded as they are.
+    """The ``:outcomes`` parameter of the finish: each patch's columns as given, ``ord`` its
+    input index (claims._OUTCOME), sorted by job id: the finish locks its rows in the order it
+    reads them (decision 0027). Only the report is a handler's document (normalised by the
+    codec); the rest is text, numbers and nulls built here, encoded as they are.
 
     The same attempt twice in a batch: the first patch wins, as applied in order (after it the
     job is no longer running under that lease)."""
-    batch = []
-    seen: set[uuid.UUID] = set()
+    first: dict[uuid.UUID, tuple[int, Patch]] = {}
     for ord_, change in enumerate(patches):
+        first.setdefault(change.ref.job_id, (ord_, change))
+    batch = []
+    for job_id in sorted(first):
+        ord_, change = first[job_id]
         ref = change.ref
-        if ref.job_id in seen:
-            continue
-        seen.add(ref.job_id)
         batch.append(
             {
                 "ord": ord_,
