@@ -88,6 +88,8 @@ def worker_config(settings: WorkerSettings) -> WorkerConfig:
         shutdown_grace_s=settings.shutdown_grace_s,
         lease_margin_s=settings.effective_lease_margin_s,
         timeout_grace_s=settings.timeout_grace_s,
+        prefetch=settings.prefetch,
+        prefetch_window_s=settings.prefetch_window_s,
     )
 
 

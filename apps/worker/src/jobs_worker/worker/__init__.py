@@ -89,7 +89,7 @@ class Worker:
         self.demand = Demand(cfg.concurrency, cfg.prefetch, cfg.prefetch_window_s)
         self.slots = Slots(self.shared, self.demand)
         self.completer = Completer(self.shared, self.demand, self.slots.start)
-        self.monitor = Monitor(self.shared)
+        self.monitor = Monitor(self.shared, self.slots.withdraw)
         self.sweeper = Sweeper(self.shared, self.monitor)
         self.hooks = HookPass(self.shared)
         self._shutdown = Shutdown(self.shared, wakeup)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 
 from jobs_core import CancelReason
 
 from jobs_worker.logs import log_event
-from jobs_worker.worker.state import Phase, Shared
+from jobs_worker.worker.state import Attempt, Phase, Shared
 
 log = logging.getLogger("jobs.worker")
 
@@ -28,9 +29,10 @@ ended without running its handler)."""
 class Monitor:
     """Heartbeats and cancellation checks of one worker's attempts."""
 
-    def __init__(self, shared: Shared) -> None:
+    def __init__(self, shared: Shared, withdraw: Callable[[Attempt], bool]) -> None:
         self.shared = shared
         self.service = shared.service
+        self._withdraw = withdraw  # ends a cancelled attempt still waiting for a slot
 
     def serve(self) -> None:
         """The monitor's thread."""
@@ -77,6 +79,7 @@ class Monitor:
             if attempt.job.id in requested:
                 attempt.cancel_requested = True
                 attempt.ctx.cancel(CancelReason.REQUESTED)
+                self._withdraw(attempt)
                 log_event(
                     log,
                     logging.INFO,
@@ -104,6 +107,7 @@ class Monitor:
             # was given away.
             if attempt.job.id not in alive and attempt.phase in _WATCHED:
                 attempt.ctx.cancel(CancelReason.LEASE_LOST)
+                self._withdraw(attempt)
                 log_event(
                     log,
                     logging.WARNING,

@@ -58,10 +58,7 @@ class Slots:
             attempt.fenced = reason
             attempt.ctx.cancel(CancelReason.LEASE_LOST, reason)
             attempt.calls.fence()  # a progress write it waits for must not hold it
-            with self._lock:
-                waiting = attempt.phase is Phase.BUFFERED
-            if waiting:  # no handler runs: the slot that takes it will not call it
-                self.fence.stopped(job.id)
+            self.withdraw(attempt)  # waiting for a slot: handed back now (the fence's outcome)
 
         self.fence.track(job.id, proven_at, fence)
         # At DEBUG: at INFO a job is one line, written when it ends (job.finished, with its
@@ -79,6 +76,24 @@ class Slots:
             max_attempts=job.max_attempts,
         )
         self._queue.put(attempt)
+
+    def withdraw(self, attempt: Attempt) -> bool:
+        """End now an attempt whose context was cancelled (a cancellation request, a lost
+        lease, the fence) while it waited for a slot: its outcome is the core's for a context
+        cancelled before its handler starts (the handler is never called), written by the
+        completer at once instead of when a slot frees up. False if a slot already took it."""
+        shared = self.shared
+        with self._lock:
+            if attempt.phase is not Phase.BUFFERED:
+                return False
+            attempt.phase = Phase.COMPLETING
+            shared.buffered -= 1
+        self.fence.stopped(attempt.job.id)
+        now = self.clock.now
+        outcome = run_attempt(self.service.registry, attempt.ctx, now)
+        outcome = fenced_outcome(outcome, attempt.fenced, attempt.cancel_requested, now)
+        shared.inbox.put(Completion(attempt, outcome, time.monotonic() - attempt.started))
+        return True
 
     def _context(self, job: Job, calls: AttemptCalls) -> JobContext:
         ref = job.ref
