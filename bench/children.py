@@ -1,7 +1,7 @@
 """The subprocess-handler benchmark: what a child process per job costs.
 
-    uv run python -m bench.children              # ~1 min; bench/results/children-<stamp>.{json,md}
-    uv run python -m bench.children --n 50       # fewer jobs per phase (quicker, noisier)
+    uv run python -m bench.children         # ~1 min; bench/results/raw/children-<stamp>.{json,md}
+    uv run python -m bench.children --n 50  # fewer jobs per phase (quicker, noisier)
 
 Phases, all in one run so the figures compare (ratios, not absolutes: the box is shared):
 
@@ -50,7 +50,7 @@ from jobs_worker.worker import Worker, WorkerConfig
 from bench.children_types import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 ORG = "bench"
 
 HANDLERS = {
@@ -256,7 +256,9 @@ def render(doc: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.children",
-        description="Measure subprocess handlers; write bench/results/children-<stamp>.{json,md}.",
+        description=(
+            "Measure subprocess handlers; write bench/results/raw/children-<stamp>.{json,md}."
+        ),
     )
     parser.add_argument("--n", type=int, default=200, help="jobs per drain (default 200)")
     parser.add_argument(

@@ -14,7 +14,7 @@ Steps, on a database of its own (created, migrated, dropped at the end unless --
    added, in batches); after each round the probe pair again, dead tuples, table and index
    sizes, autovacuum runs.
 
-The results (JSON and a Markdown table) go to ``bench/results/churn-<stamp>.*``. The box is
+The results (JSON and a Markdown table) go to ``bench/results/raw/churn-<stamp>.*``. The box is
 shared: compare ratios measured in one run, never absolute figures across runs.
 """
 
@@ -43,7 +43,7 @@ from jobs_postgres.retention import PostgresRetentionStore
 from jobs_postgres.store import PostgresJobStore
 from sqlalchemy import Engine, text
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results" / "raw"  # git-ignored
 TYPE = "bench.churn"
 ORG = "bench"
 
@@ -207,7 +207,7 @@ def _index_ab(args: argparse.Namespace) -> int:
         f"(medians: with {summary[True]}, without {summary[False]})"
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"churn-index-ab-{stamp}.md").write_text(text_out + "\n")
     print(text_out)
     return 0
@@ -305,7 +305,7 @@ def _run(args: argparse.Namespace) -> int:
             for db in (name, control_name):
                 drop_database(args.server, db)
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"churn-{stamp}.json").write_text(json.dumps(result, indent=2, default=str))
     (RESULTS / f"churn-{stamp}.md").write_text(report_md(result))
     print(report_md(result))

@@ -5,7 +5,7 @@ Per job the worker now also: tracks and untracks the job's lease in the fence
 (``LeaseFence.track`` / ``stopped``) and, per store call, passes the watchdog's checkout and
 checkin events (``jobs_postgres.deadlines.abort_stuck_calls``). This times both with
 ``time.process_time`` (CPU of this process, so other processes' load counts little), against a
-pooled checkout/checkin without the watchdog, and writes ``bench/results/fence-overhead.md``.
+pooled checkout/checkin without the watchdog, and writes ``bench/results/raw/fence-overhead.md``.
 
     uv run python -m bench.fence_overhead [--pg-url URL] [--n 20000]
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parent / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 
 
 def _per_call_us(run: Callable[[], None], n: int) -> float:
@@ -94,7 +94,7 @@ def main() -> None:
         f"| watchdog's share (once per store call) | {watched_us - plain_us:.2f} |",
         "",
     ]
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "fence-overhead.md"
     out.write_text("\n".join(lines))
     print("\n".join(lines))

@@ -1,5 +1,5 @@
 """Flow control benchmarks (issue 14; decision 0015). One command per question, results in
-``bench/results/flow-<what>-<stamp>.{json,md}``:
+``bench/results/raw/flow-<what>-<stamp>.{json,md}``:
 
     # the plain drain (no limits declared) of this tree against another (e.g. a worktree of
     # main), rounds alternated A B B A ..., medians and ratios A/B
@@ -43,7 +43,7 @@ from bench import wiring
 from bench.common import recreate_database, scalar
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 DEFAULT_PG = os.environ.get("JOBS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 STARTED = "SELECT count(*) FROM jobs WHERE status <> 'queued'"
 UNFINISHED = "SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')"
@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pg-url", default=DEFAULT_PG, help="server URL (env JOBS_BENCH_PG_URL)")
     parser.add_argument(
-        "--out", type=Path, default=RESULTS, help="where the results go (default bench/results)"
+        "--out", type=Path, default=RESULTS, help="where the results go (default bench/results/raw)"
     )
     sub = parser.add_subparsers(dest="command", required=True)
     a = sub.add_parser("ab", help="the plain drain (or enqueue) of this tree against --b")

@@ -16,7 +16,7 @@ round and size, in a fresh browser profile: sign in through the sign-in page, th
 
 The sizes run alternated in every round, so a change of the machine's load hits both; the
 result is the ratio 10,000 / 100 of the medians (1.0 = the panel does not slow down with the
-org's size). Results: ``bench/results/panel-<stamp>.{json,md}``. It never asserts a time.
+org's size). Results: ``bench/results/raw/panel-<stamp>.{json,md}``. It never asserts a time.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Any
 from bench import wiring
 from bench.common import drop_database, recreate_database
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(__file__).parent / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         key: medians[large][key] / medians[small][key] for key in ("first_page_ms", "next_page_ms")
     }
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     (RESULTS / f"panel-{stamp}.json").write_text(
         json.dumps(
@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     (RESULTS / f"panel-{stamp}.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-    print(f"\nwritten: bench/results/panel-{stamp}.md")
+    print(f"\nwritten: bench/results/raw/panel-{stamp}.md")
     return 0
 
 

@@ -8,7 +8,7 @@
 #
 # The peers are installed by the harness's setup_venvs.sh into throwaway virtualenvs under
 # $BENCH_VENVS (default /tmp/benchvenvs; oban needs Python 3.12), never into the project.
-# Results: bench/results/peers-<stamp>/ (the harness's JSON per system and round, its
+# Results: bench/results/raw/peers-<stamp>/ (the harness's JSON per system and round, its
 # summary.md, and jobs-vs-peers.md: same-round ratios of jobs against every peer, and the
 # targets). Every BENCH_* variable of the harness README passes through.
 set -euo pipefail
@@ -21,7 +21,7 @@ fi
 export BENCH_VENVS=${BENCH_VENVS:-/tmp/benchvenvs}
 SYSTEMS=${PEERS:-"jobs pgqueuer awa procrastinate oban"}
 stamp=$(date +%Y%m%d-%H%M%S)
-OUT=${OUT:-$ROOT/bench/results/peers-$stamp}
+OUT=${OUT:-$ROOT/bench/results/raw/peers-$stamp}
 export BENCH_WORKDIR=${BENCH_WORKDIR:-$(mktemp -d /tmp/jobs-peers-XXXXXX)}
 mkdir -p "$OUT"
 

@@ -1,6 +1,6 @@
 """jobs against each peer, from a results folder of the shared harness (``bench/peers.sh``).
 
-    uv run python -m bench.peers_report bench/results/peers-<stamp>  > jobs-vs-peers.md
+    uv run python -m bench.peers_report bench/results/raw/peers-<stamp>  > jobs-vs-peers.md
 
 Reads every ``<system>.r<round>.json`` the harness wrote and prints Markdown: the medians of
 every system, then **jobs / peer ratios computed inside each round** and medianed (ratios of

@@ -19,7 +19,7 @@ created again for every phase):
 - **api**: one ``python -m jobs_api`` (uvicorn) process; ``GET /jobs/{id}`` throughput with
   ``--api-connections`` back-to-back clients, then p50/p99 under ``--api-pollers`` pollers.
 
-Results: ``bench/results/<stamp>.json`` (every figure of every round), ``<stamp>.md`` (medians)
+Results: ``bench/results/raw/<stamp>.json`` (every figure of every round), ``<stamp>.md`` (medians)
 and ``latest.md``. It never asserts a time: a failed exactly-once check or a worker that dies is
 reported (exit code 1), a slow figure is only a figure.
 
@@ -78,7 +78,7 @@ from bench.common import (
 from bench.report import render_markdown
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 PHASES = ("enqueue", "drain", "history", "latency", "api")
 DRAIN_CONFIGS = {"default": 1, "c10": 10}
 """Worker configurations: ``default`` is the concurrency a worker has without options
@@ -628,7 +628,7 @@ def parse(argv: list[str]) -> Options:
     """The command line → :class:`Options`."""
     p = argparse.ArgumentParser(
         prog="python -m bench.run",
-        description="Run the jobs benchmark and write bench/results/<stamp>.{json,md}.",
+        description="Run the jobs benchmark and write bench/results/raw/<stamp>.{json,md}.",
     )
     p.add_argument(
         "--pg-url",

