@@ -159,9 +159,9 @@ class JobType:
         errors = unstorable(payload)
         if errors:
             raise PayloadInvalid(errors)
-        validated = (
-            dict(payload) if self.payload_schema is None else self.payload_schema.validate(payload)
-        )
+        if self.payload_schema is None:
+            return dict(payload)  # the same document, checked above
+        validated = self.payload_schema.validate(payload)
         errors = unstorable(validated)
         if errors:
             raise PayloadInvalid(errors)
