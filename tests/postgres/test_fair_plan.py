@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from jobs_core import FlowLimit
 from jobs_core.claims import ClaimPlan
 from jobs_core.flow import FairTurn
 from jobs_postgres import claims, migrations
@@ -26,9 +27,9 @@ SELECT gen_random_uuid(), 'org-' || (i % 50), 'work',
        (ARRAY['done', 'failed', 'cancelled'])[1 + i % 3], '{}'::jsonb,
        :old - make_interval(secs => i), :old - make_interval(secs => i), :old, 1
 FROM generate_series(1, :history) AS i;
-INSERT INTO jobs (id, org_id, type, payload, created_at, run_at)
+INSERT INTO jobs (id, org_id, type, payload, created_at, run_at, concurrency_key)
 SELECT gen_random_uuid(), 'org-a', 'work', '{}'::jsonb, :now - make_interval(secs => i),
-       :now - make_interval(secs => i)
+       :now - make_interval(secs => i), 'site-' || (i % 1000)
 FROM generate_series(1, :backlog) AS i;
 INSERT INTO jobs (id, org_id, type, payload, created_at, run_at)
 SELECT gen_random_uuid(), 'org-' || chr(98 + i), 'work', '{}'::jsonb, :now, :now
@@ -65,19 +66,28 @@ def test_the_fair_claim_walks_indexes_past_a_backlog_of_one_org(scratch_url: str
                 )
             conn.execute(text("ANALYZE jobs"))
 
-        for types in (["work"], None):
-            plan_of = ClaimPlan.of(10, now, types, turn=FairTurn("org-a"))
-            (compiled,) = claims.statements(plan_of)
+        # fair alone, with and without a type filter; then composed with limits (statement 1
+        # of the claim under limits, with its planner settings): the heads are still probed
+        # through jobs_org_queue_idx, never by reading org-a's backlog (decision 0027)
+        limits = {"work": FlowLimit(key_limit=2, type_limit=1000)}
+        for types, lim, setup in (
+            (["work"], None, ""),
+            (None, None, ""),
+            (["work"], limits, claims.PLANNER),
+        ):
+            plan_of = ClaimPlan.of(10, now, types, limits=lim, turn=FairTurn("org-a"))
+            compiled = claims.statements(plan_of)[0]
             values = claims.parameters(plan_of)
             # both plans: for these values, and the generic one a worker's session reuses
-            for mode, plan in plans(engine, compiled, values).items():
+            for mode, plan in plans(engine, compiled, values, setup).items():
                 assert "Seq Scan on jobs" not in plan, (mode, plan)
                 assert "Bitmap" not in plan, (mode, plan)
                 assert "jobs_org_queue_idx" in plan, (mode, plan)
                 # 11 orgs: a probe or two per org, the plain walk's first 10, the locks by key;
                 # never the 100,000 queued rows of org-a nor the million finished ones
                 assert _rows_read(plan) < 200, (mode, plan)
-                claimed = re.search(r"Update on jobs.*\n.*", plan)
-                assert claimed is not None, (mode, plan)
+                if lim is None:  # statement 1 under limits locks, the second one claims
+                    claimed = re.search(r"Update on jobs.*\n.*", plan)
+                    assert claimed is not None, (mode, plan)
     finally:
         engine.dispose()

@@ -15,8 +15,8 @@ re-ranks within a priority. :func:`choose` is the rule, step by step, as the in-
 it; the PostgreSQL store turns the same plan into SQL (``jobs_postgres.claims``) step for step:
 
 1. the due jobs of the plan's types (``status = queued``, ``run_at <= now``);
-2. under limits, without those whose key or type is already full (the running jobs counted);
-3. in claim order, or in fair order with a turn;
+2. in claim order, or in fair order with a turn (an org's head: its first due job);
+3. under limits, without those whose key or type is already full (the running jobs counted);
 4. the first ``limit`` of them are the candidates;
 5. under limits, the candidates admitted in that order while they fit; else all of them.
 
@@ -101,13 +101,13 @@ def choose(plan: ClaimPlan, queued: Iterable[Job], running: Iterable[Job]) -> li
         and job.run_at <= plan.now
         and (wanted is None or job.type in wanted)
     ]
+    due.sort(key=domain.claim_order)
+    if plan.turn is not None:
+        due = fair_order(due, plan.turn)
     busy = list(running) if plan.limits else []
     if plan.limits:
         closed = full(busy, plan.limits)
         due = [job for job in due if not closed(job)]
-    due.sort(key=domain.claim_order)
-    if plan.turn is not None:
-        due = fair_order(due, plan.turn)
     candidates = due[: plan.limit]
     if plan.limits:
         return admit(candidates, busy, plan.limits, plan.limit)

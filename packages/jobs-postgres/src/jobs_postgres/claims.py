@@ -144,19 +144,21 @@ def _walk(filters: str) -> list[str]:
     ]
 
 
-def _fair(filters: str) -> list[str]:
+def _fair(filters: str, full: str) -> list[str]:
     """The fair ``due`` CTEs (:func:`jobs_core.flow.fair_order`); the statement is ``WITH
     RECURSIVE``. The cost grows with the number of orgs that have queued jobs (two index probes
     per org), never with the size of one org's backlog:
 
     1. ``fair_orgs``: the orgs with queued jobs, by a skip scan of ``jobs_org_queue_idx``
        (``org_id, priority DESC, created_at, id WHERE status = 'queued'``), one probe per org;
-    2. ``fair_heads``: each org's head, its first due job the plan may take, in claim order
-       (one more probe of the same index per org);
+    2. ``fair_heads``: each org's head, its first due job of the plan's types, in claim order
+       (one more probe of the same index per org; the limits' ``full`` filter is not applied
+       to it: with it the planner read each org's whole backlog and sorted it, a second per
+       claim at 100,000 queued jobs of one org);
     3. ``fair_ranked``: the heads and the first ``:limit`` jobs of the plain walk, in fair
        order (orgs compared in code points, ``COLLATE "C"``, as Python compares strings);
-    4. ``fair_pick``: the ranked candidates locked in that order, ``SKIP LOCKED``, up to
-       ``:limit``;
+    4. ``fair_pick``: the ranked candidates that are not ``full`` locked in that order,
+       ``SKIP LOCKED``, up to ``:limit``;
     5. ``fair_fill``: what other claimers' locks left short, from the plain walk, so a fair
        claim never comes back empty while a due job is free.
     """
@@ -180,7 +182,7 @@ def _fair(filters: str) -> list[str]:
 )""",
         f"""fair_fifo AS (
     SELECT j.id, j.priority, j.created_at FROM jobs AS j
-    WHERE {_DUE} {filters}
+    WHERE {_DUE} {filters} {full}
     ORDER BY {claim_order("j")}
     LIMIT :limit
 )""",
@@ -199,14 +201,14 @@ def _fair(filters: str) -> list[str]:
     ) AS r
     CROSS JOIN LATERAL (
         SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
-        WHERE j.id = r.id AND j.status = 'queued'
+        WHERE j.id = r.id AND j.status = 'queued' {full}
         FOR UPDATE SKIP LOCKED
     ) AS c
     LIMIT :limit
 )""",
         f"""fair_fill AS (
     SELECT j.id, j.type, j.concurrency_key FROM jobs AS j
-    WHERE {_DUE} {filters}
+    WHERE {_DUE} {filters} {full}
       AND j.id <> ALL(ARRAY(SELECT p.id FROM fair_pick AS p))
     ORDER BY {claim_order("j")}
     LIMIT (:limit - (SELECT count(*) FROM fair_pick))
@@ -225,14 +227,11 @@ def _due(shape: Shape) -> list[str]:
     plan's order) for ``shape``."""
     filters = " ".join(
         part
-        for part, wanted in (
-            (_TYPES, shape.types),
-            (_FULL, shape.limited),
-            (_SKIPPED, shape.limited and shape.finish),
-        )
+        for part, wanted in ((_TYPES, shape.types), (_SKIPPED, shape.limited and shape.finish))
         if wanted
     )
-    return _fair(filters) if shape.fair else _walk(filters)
+    full = _FULL if shape.limited else ""
+    return _fair(filters, full) if shape.fair else _walk(f"{filters} {full}")
 
 
 # The claim of the rows of ``due``, found by primary key through ``id = ANY(ARRAY(...))``: a join
