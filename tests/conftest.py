@@ -15,6 +15,7 @@ tables (TRUNCATE between tests).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import tempfile
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 TEST_DATABASE_ENV = "JOBS_TEST_DATABASE_URL"
+XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -108,3 +110,35 @@ def pg_store(pg_engine: Engine) -> PostgresJobStore:
     from jobs_postgres.store import PostgresJobStore
 
     return PostgresJobStore(pg_engine)
+
+
+@pytest.fixture(autouse=True)
+def _share_the_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under xdist, a test marked ``alone`` runs while no other test of the session does.
+
+    The server has 100 connections; eight worker processes of four slots hold ~80 of them, so
+    such a test beside the other xdist workers' tests ran the server out ("too many clients").
+    A readers-writer lock on files shared by the session's workers (their temp root): every
+    test holds it shared, an ``alone`` test exclusively. The gate gives the writer precedence:
+    once it waits, no new test starts until it has run.
+    """
+    if XDIST_WORKER_ENV not in os.environ:
+        yield
+        return
+    root = tmp_path_factory.getbasetemp().parent  # <basetemp>, shared by popen-gw0, gw1...
+    alone = request.node.get_closest_marker("alone") is not None
+    with (root / "server.gate").open("a") as gate, (root / "server.share").open("a") as share:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(share, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(share, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)

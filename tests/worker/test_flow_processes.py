@@ -25,7 +25,8 @@ from tests.worker.helpers import ORG, wait_until
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+# Eight workers of four slots hold ~80 of the server's 100 connections: the test runs alone.
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
