@@ -95,8 +95,10 @@ class System:
         self.api = None
 
     def start_worker(self) -> None:
-        """Start ``jobs worker``."""
-        argv = [str(JOBS), "worker", "--concurrency", str(WORKER_CONCURRENCY)]
+        """Start ``jobs worker``, without prefetch: the panel's pictures and counts show exactly
+        as many running jobs as the worker has slots (a prefetched job is running in the table
+        until a slot takes it; docs/worker.md, "Prefetch")."""
+        argv = [str(JOBS), "worker", "--concurrency", str(WORKER_CONCURRENCY), "--prefetch", "0"]
         self.worker, self.worker_output = start(argv, self.env, new_group=True)
 
     def token(self, org: str) -> str:
