@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import pytest
-from jobs_core import InMemoryJobStore, Job, JobContext, JobType, Registry, Status
+from jobs_core import InMemoryJobStore, Job, JobContext, JobService, JobType, Registry, Status
 from jobs_core.domain import Patch
 from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.ports import ClaimNext, Completed
@@ -136,20 +136,27 @@ class Blocker:
     def _waiting(self, ctx: JobContext) -> None:
         self.ran.append(ctx.payload["i"])
 
+    def claim_ahead(self, service: JobService, store: InMemoryJobStore) -> list[Job]:
+        """With the worker running on 20 ``quick`` jobs already enqueued: let them end (the
+        worker now prefetches), hold the slot with ``block``, enqueue five ``waiting`` jobs and
+        wait until they are claimed ahead of the slot; those five."""
+        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="quick jobs")
+        service.enqueue(ORG, "block")
+        wait_until(self.blocking.is_set, what="the slot is held")
+        waiting = service.enqueue_many(ORG, "waiting", [{"i": i} for i in range(5)])
+        wait_until(
+            lambda: all(job_of(store, j.id).status is Status.RUNNING for j in waiting),
+            what="the waiting jobs claimed ahead of the slot",
+        )
+        return waiting
+
 
 def test_a_prefetched_job_cancelled_before_a_slot_takes_it_never_runs() -> None:
     blocker = Blocker()
     worker, service, store = build(blocker.registry, dataclasses.replace(FAST, prefetch=20))
     service.enqueue_many(ORG, "quick", [{}] * 20)
     with running(worker):
-        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="quick jobs")
-        service.enqueue(ORG, "block")
-        wait_until(blocker.blocking.is_set, what="the slot is held")
-        waiting = service.enqueue_many(ORG, "waiting", [{"i": i} for i in range(5)])
-        wait_until(
-            lambda: all(job_of(store, j.id).status is Status.RUNNING for j in waiting),
-            what="the waiting jobs claimed ahead of the slot",
-        )
+        waiting = blocker.claim_ahead(service, store)
         for job in waiting:
             service.cancel(ORG, job.id)
         wait_until(
@@ -170,14 +177,7 @@ def test_a_stop_hands_the_prefetched_jobs_back_with_their_attempt_refunded(
     )
     service.enqueue_many(ORG, "quick", [{}] * 20)
     with running(worker, graceful_stop=graceful):
-        wait_until(lambda: all(j.status is Status.DONE for j in store.jobs), what="quick jobs")
-        service.enqueue(ORG, "block")
-        wait_until(blocker.blocking.is_set, what="the slot is held")
-        waiting = service.enqueue_many(ORG, "waiting", [{"i": i} for i in range(5)])
-        wait_until(
-            lambda: all(job_of(store, j.id).status is Status.RUNNING for j in waiting),
-            what="the waiting jobs claimed ahead of the slot",
-        )
+        waiting = blocker.claim_ahead(service, store)
     after = [job_of(store, j.id) for j in waiting]
     assert [j.status for j in after] == [Status.QUEUED] * 5
     assert [j.attempts for j in after] == [0] * 5

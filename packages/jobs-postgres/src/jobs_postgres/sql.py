@@ -219,10 +219,10 @@ RUNNING = "(j.status = 'running') IS TRUE"
 
 
 def claim_set(now: str) -> str:
-    """The SET list of every claim (:mod:`jobs_postgres.claims`), ``now`` the instant's
-    placeholder: domain.claim applied to rows
-    the database picks, the one transition whose rows the core cannot see before it is written
-    (decision 0020). The contract suite compares each claimed row with domain.claim of it."""
+    """The SET list of every claim (:mod:`jobs_postgres.claims`), ``now`` the SQL parameter
+    that holds the instant: domain.claim applied to rows the database picks, the one transition
+    whose rows the core cannot see before it is written (decision 0020). The contract suite
+    compares each claimed row with domain.claim of it."""
     return f"""SET status = 'running',
     attempts = j.attempts + 1,
     started_at = {now},

@@ -64,13 +64,10 @@ class Completer:
     def serve(self) -> None:
         """The completer's thread: write and claim until the inbox is closed."""
         closed = False
-        pending: list[Completion] = []
         while not closed:
-            timeout = self._wait_s() if not pending else 0.0
-            closed = self._take(pending, timeout)
-            pending = self._round(pending, closing=closed)
-        if pending:  # pragma: no cover - _round writes or gives up every outcome when closing
-            self._abandon(pending, RuntimeError("the worker stopped"))
+            batch: list[Completion] = []
+            closed = self._take(batch, self._wait_s())
+            self._round(batch, closing=closed)
 
     def _take(self, pending: list[Completion], timeout: float | None) -> bool:
         """Wait up to ``timeout`` (None: until something comes) for the inbox, then take what
@@ -95,13 +92,10 @@ class Completer:
 
     def _wait_s(self) -> float | None:
         """How long to wait for the inbox before the next look for work (None: until woken)."""
-        shared = self.shared
-        if shared.stop_claiming.is_set():
-            return None  # only outcomes and the close can come
-        if not shared.fence.claiming_allowed:
+        if not self.shared.fence.claiming_allowed:
             return self.config.poll_interval_s  # nothing wakes us when the fence lifts
         if self._wanted() <= 0:
-            return None  # a slot freeing up puts its outcome in the inbox
+            return None  # stopping, or slots full: a slot freeing up puts its outcome in the inbox
         now = time.monotonic()
         if self.shared.maybe_work.is_set():
             return max(0.0, self._claim_after - now)
@@ -125,25 +119,22 @@ class Completer:
         return polled or self.shared.maybe_work.is_set()
 
     # -- one round --------------------------------------------------------------------------
-    def _round(self, batch: list[Completion], *, closing: bool) -> list[Completion]:
-        """Write ``batch`` and claim if a claim is due, in one round trip; the outcomes still to
-        write (kept through an outage, retried at the next round)."""
+    def _round(self, batch: list[Completion], *, closing: bool) -> None:
+        """Write ``batch`` and claim if a claim is due, in one round trip."""
         self.shared.looks += 1
-        if closing or not self._claim_due():
-            if batch:
-                self._write(batch)
-            return []
-        with self.shared.claim_lock:
-            wanted = self._wanted()  # 0 once the worker stops: looked at under the lock
-            if wanted > 0:
-                return self._claim(batch, wanted)
+        if not closing and self._claim_due():
+            with self.shared.claim_lock:
+                wanted = self._wanted()  # 0 once the worker stops: looked at under the lock
+                if wanted > 0:
+                    self._claim(batch, wanted)
+                    return
         if batch:
             self._write(batch)
-        return []
 
-    def _claim(self, batch: list[Completion], wanted: int) -> list[Completion]:
+    def _claim(self, batch: list[Completion], wanted: int) -> None:
         """Write ``batch`` and claim up to ``wanted`` jobs in one round trip (``claim_lock``
-        held); the outcomes still to write."""
+        held); if that fails, the claim backs off and ``batch`` is written alone (which retries
+        through an outage, and writes one by one what the store refuses)."""
         self.shared.maybe_work.clear()
         self._last_look = sent = time.monotonic()  # the claim's sign of life is no older
         try:
@@ -152,17 +143,10 @@ class Completer:
             )
         except Exception as error:
             self.shared.maybe_work.set()  # look again after the backoff
-            if batch and not is_outage(error):
-                # A batch the store refuses (a report it cannot encode, say): the outcomes one
-                # by one, the claim at the next round.
-                self._claims.succeeded()
-                self._write_one_by_one(batch)
-                return []
             self._claim_after = time.monotonic() + self._claims.failed(error)
-            if batch and self._give_up.is_set():
-                self._abandon(batch, error)
-                return []
-            return batch
+            if batch:
+                self._write(batch)
+            return
         self._claims.succeeded()
         self.shared.fence.link_ok()
         if len(jobs) == wanted:
@@ -171,7 +155,6 @@ class Completer:
             self._start(job, sent)
         if batch:
             self.completed(batch, finished)
-        return []
 
     # -- outcomes alone ---------------------------------------------------------------------
     def _write(self, batch: list[Completion]) -> None:
