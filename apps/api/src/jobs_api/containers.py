@@ -55,7 +55,7 @@ def _engine(url: str, threads: int) -> Iterator[Engine]:
     # under load: bench/NOTES.md §5.) Connections open lazily: an idle API holds few. LIFO:
     # the connection returned last is used next, so a light load keeps reusing a few recently
     # used connections (no idle check to pay) and the others stay idle.
-    engine = create_engine(url, pool_size=threads, max_overflow=POOL_MARGIN, pool_use_lifo=True)
+    engine = create_engine(url, pool_size=threads, max_overflow=POOL_MARGIN)
     try:
         yield engine
     finally:

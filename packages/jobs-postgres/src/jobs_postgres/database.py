@@ -104,6 +104,8 @@ def create_engine(
     - every session runs in UTC, so timestamps come back as UTC datetimes;
     - ``session_settings``: more settings every session starts with (``SET name = value``,
       sent once at connect time, e.g. :data:`WORKER_SESSION_SETTINGS`);
+    - the pool hands out its most recently returned connection first (``pool_use_lifo``): a
+      connection FIFO order would hand out has often sat idle past the ping threshold;
     - ``options`` override the defaults (e.g. ``pool_size``; ``pool_pre_ping=True`` still
       pings on every checkout).
     """
@@ -113,6 +115,9 @@ def create_engine(
         "max_overflow": 20,
         "pool_timeout": 10,
         "pool_recycle": 1800,
+        # The most recently returned connection first: it is warm and was in use a moment ago,
+        # so the checkout check below rarely pings; idle ones stay idle (and can be recycled).
+        "pool_use_lifo": True,
         "connect_args": {
             "options": " ".join(f"-c {name}={value}" for name, value in startup.items()),
             "connect_timeout": 10,
