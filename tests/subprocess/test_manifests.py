@@ -20,6 +20,7 @@ from jobs_core import (
     InMemoryJobStore,
     JobService,
     JobTimeout,
+    KeyScope,
     PayloadInvalid,
 )
 from jobs_core.child import SubprocessHandler
@@ -282,6 +283,27 @@ def test_a_manifest_declares_its_flow_control(tmp_path: Path) -> None:
         None,
     )
     assert unlimited.max_snoozes == 20  # JobType's default
+    assert job_type.concurrency_scope is KeyScope.ORG  # the default: per org
+    shared = LIMITED.format(id="shared") + "concurrency_scope: global\n"
+    write(tmp_path, "shared", shared)
+    assert load_manifests(tmp_path).registry.get("shared").concurrency_scope is KeyScope.GLOBAL
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("concurrency_scope: world\n", "concurrency_scope: 'world' is not one of org, global"),
+        ("concurrency_scope: global\n", "concurrency_scope: only with concurrency_key"),
+    ],
+)
+def test_a_bad_concurrency_scope_is_refused_naming_the_field(
+    tmp_path: Path, extra: str, message: str
+) -> None:
+    text = LIMITED.format(id="crawl") + extra
+    if "global" in extra:  # a scope without a key to scope
+        text = text.replace("concurrency_key: site_id\n", "").replace("concurrency_limit: 2\n", "")
+    with pytest.raises(ManifestError, match=message):
+        parse_manifest(write(tmp_path, "crawl", text))
 
 
 def test_a_manifest_types_limits_and_dedup_key_are_enforced(tmp_path: Path) -> None:

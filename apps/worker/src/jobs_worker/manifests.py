@@ -73,6 +73,7 @@ _TOP_FIELDS = frozenset(
         "dedup_key",
         "concurrency_key",
         "concurrency_limit",
+        "concurrency_scope",
         "max_running",
         "max_snoozes",
         "retry",
@@ -176,6 +177,7 @@ class FlowFields:
     dedup_key: str | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    concurrency_scope: flow.KeyScope = flow.KeyScope.ORG
     max_running: int | None = None
     max_snoozes: int = 20
 
@@ -224,6 +226,7 @@ class Manifest:
             dedup_key=self.flow.dedup_key,
             concurrency_key=self.flow.concurrency_key,
             concurrency_limit=self.flow.concurrency_limit,
+            concurrency_scope=self.flow.concurrency_scope,
             max_running=self.flow.max_running,
             max_snoozes=self.flow.max_snoozes,
         )
@@ -466,10 +469,16 @@ def _flow(path: Path, reader: _Reader, params: Sequence[Param]) -> FlowFields:
         )
     if key is not None:
         key_field("concurrency_key", key)
+    scope = _key_scope(path, reader.text("concurrency_scope", default="org"))
+    if scope is not flow.KeyScope.ORG and key is None:
+        raise ManifestError(
+            path, "concurrency_scope", "only with concurrency_key (whose values it scopes)"
+        )
     return FlowFields(
         dedup_key=template,
         concurrency_key=key,
         concurrency_limit=limit,
+        concurrency_scope=scope,
         max_running=reader.optional_integer("max_running", minimum=1),
         max_snoozes=reader.integer("max_snoozes", default=20, minimum=0),
     )
@@ -481,6 +490,16 @@ def _dedup_scope(path: Path, value: Any) -> DedupScope:
     except ValueError:
         choices = ", ".join(scope.value for scope in DedupScope)
         raise ManifestError(path, "dedup_scope", f"{value!r} is not one of {choices}") from None
+
+
+def _key_scope(path: Path, value: str) -> flow.KeyScope:
+    try:
+        return flow.KeyScope(value)
+    except ValueError:
+        choices = ", ".join(scope.value for scope in flow.KeyScope)
+        raise ManifestError(
+            path, "concurrency_scope", f"{value!r} is not one of {choices}"
+        ) from None
 
 
 def _retry(path: Path, value: Any) -> RetryPolicy:

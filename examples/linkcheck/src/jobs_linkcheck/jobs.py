@@ -9,8 +9,9 @@
   that is being crawled returns that crawl.
 - ``linkcheck_fetch`` (one per URL): fetches one page and records its status and links. **At
   most N fetches per site at once** (``JOBS_LINKCHECK_FETCHES_PER_SITE``, default 2): its
-  ``concurrency_key`` is the payload's ``site``, so the claim itself never starts more, across
-  every worker process (docs/flow-control.md).
+  ``concurrency_key`` is the payload's ``site``, global to every org (the limit is politeness
+  towards the site, not a tenant's share), so the claim itself never starts more, across every
+  worker process and org (docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from jobs_core import (
     JobContext,
     JobService,
     JobType,
+    KeyScope,
     PayloadInvalid,
     Registry,
     RetryPolicy,
@@ -170,6 +172,9 @@ def build(engine: Engine, settings: Settings, clock: Clock) -> Registry:
             payload_schema=ModelSchema(FetchPayload),
             concurrency_key="site",
             concurrency_limit=settings.fetches_per_site,
+            # Politeness towards the site is not any one tenant's: every org's fetches of a
+            # site share its limit.
+            concurrency_scope=KeyScope.GLOBAL,
             max_attempts=3,
             timeout_s=max(60.0, 3 * settings.fetch_timeout_s),
             retry=_RETRY_ON_OUTAGE,

@@ -29,12 +29,14 @@ from jobs_core import (
     Status,
 )
 from jobs_core.errors import DedupKeyOwned
+from jobs_core.flow import KeyScope, scoped_key
 from jobs_core.runner import SNOOZED_TOO_OFTEN, execute
 from jobs_core.workers import WORKER_SILENT_S, WorkerInfo
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
 
 ORG = "org-a"
+OTHER_ORG = "org-b"
 
 
 def _ok(ctx: JobContext) -> Mapping[str, Any]:
@@ -61,6 +63,15 @@ def flow_registry() -> Registry:
     )
     registry.register(JobType("fetch", _ok, concurrency_key="site_id", concurrency_limit=2))
     registry.register(JobType("single", _ok, concurrency_key="site_id", concurrency_limit=1))
+    registry.register(
+        JobType(
+            "account",
+            _ok,
+            concurrency_key="site_id",
+            concurrency_limit=1,
+            concurrency_scope=KeyScope.GLOBAL,
+        )
+    )
     registry.register(JobType("capped", _ok, max_running=3))
     registry.register(JobType("plain", _ok))
     registry.register(JobType("snoozy", _snoozing, max_snoozes=2))
@@ -129,7 +140,10 @@ def test_a_key_never_runs_more_than_its_limit(service: JobService, clock: FakeCl
     service.enqueue(ORG, "fetch", {"site_id": 2})
     claimed = service.claim(10)
     assert Counter(j.payload["site_id"] for j in claimed) == {1: 2, 2: 1}
-    assert all(j.concurrency_key in {"1", "2"} for j in claimed)
+    assert {j.concurrency_key for j in claimed} == {
+        scoped_key(ORG, "1", KeyScope.ORG),
+        scoped_key(ORG, "2", KeyScope.ORG),
+    }
     assert service.claim(10) == []  # both keys full: nothing, and no attempt spent
     queued = service.list_jobs(ORG, _filter(Status.QUEUED))
     assert len(queued) == 3
@@ -139,6 +153,19 @@ def test_a_key_never_runs_more_than_its_limit(service: JobService, clock: FakeCl
     _finish(service, site1, clock)
     more = service.claim(10)
     assert [j.payload["site_id"] for j in more] == [1]
+
+
+def test_a_key_is_counted_per_org_unless_the_type_says_global(service: JobService) -> None:
+    """Two orgs' ``site_id=1`` are two keys (no tenant takes another's slots); a global key
+    (``concurrency_scope=KeyScope.GLOBAL``) is one limit for every org."""
+    for org in (ORG, OTHER_ORG):
+        service.enqueue_many(org, "single", [{"site_id": 1}] * 3)
+        service.enqueue_many(org, "account", [{"site_id": 1}] * 3)
+    claimed = service.claim(20)
+    singles = Counter(j.org_id for j in claimed if j.type == "single")
+    assert singles == {ORG: 1, OTHER_ORG: 1}
+    assert [j.type for j in claimed].count("account") == 1
+    assert service.claim(20) == []  # every key full: per org for 'single', one for 'account'
 
 
 def test_a_saturated_key_at_the_head_never_holds_back_another(
@@ -228,8 +255,8 @@ def test_concurrent_claimers_never_exceed_the_limits(store: JobStore, clock: Fak
         thread.start()
     for thread in threads:
         thread.join(60)
-    per_key = Counter(j.concurrency_key for j in claimed if j.type == "fetch")
-    assert per_key == {"0": 2, "1": 2, "2": 2}
+    per_key = Counter(j.payload["site_id"] for j in claimed if j.type == "fetch")
+    assert per_key == {0: 2, 1: 2, 2: 2}
     assert sum(j.type == "capped" for j in claimed) == 3
     assert len({j.id for j in claimed}) == len(claimed)
 

@@ -37,7 +37,7 @@ from jobs_core.errors import (
     StoreUnavailable,
     UnknownJobType,
 )
-from jobs_core.flow import FlowLimit
+from jobs_core.flow import FlowLimit, KeyScope
 from jobs_core.memory import InMemoryJobStore, InMemoryWakeup
 from jobs_core.ports import Clock, JobFilter, JobStore, Wakeup
 from jobs_core.registry import Handler, JobType, PayloadSchema, Registry
@@ -76,6 +76,7 @@ __all__ = [
     "JobTimeout",
     "JobType",
     "JobsError",
+    "KeyScope",
     "NewJob",
     "Outcome",
     "PayloadInvalid",

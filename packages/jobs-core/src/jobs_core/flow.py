@@ -3,7 +3,8 @@
 A job type may declare
 
 - ``concurrency_key`` + ``concurrency_limit``: never more than N running jobs of the type with the
-  same value of that payload field (one crawl per site, two calls per upstream account);
+  same value of that payload field (one crawl per site, two calls per upstream account), counted
+  per org unless the type declares the key global (``concurrency_scope``, :func:`scoped_key`);
 - ``max_running``: never more than N running jobs of the type at all;
 - ``dedup_key``: a template of its payload (``"crawl:{site_id}"``) the job's dedup key is derived
   from on every enqueue path, so a caller cannot bypass it;
@@ -15,10 +16,12 @@ PostgreSQL store applies the same rule in its claim statement (decision 0015).
 
 from __future__ import annotations
 
+import json
 import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN, Job
@@ -35,6 +38,29 @@ class FlowLimit:
 
     key_limit: int | None = None
     type_limit: int | None = None
+
+
+class KeyScope(StrEnum):
+    """Whose jobs share one value of a concurrency key.
+
+    ``org`` (the default): each org's jobs count apart, as dedup keys do (decision 0003): org A's
+    ``site_id=1`` and org B's ``site_id=1`` are two keys, and no tenant can take another's slots.
+    ``global``: every org's jobs with that value count together, for a limit that is not the
+    tenant's (an external API's account-wide rate, one shared crawler identity).
+    """
+
+    ORG = "org"
+    GLOBAL = "global"
+
+
+def scoped_key(org_id: str, value: str, scope: KeyScope) -> str:
+    """The concurrency key a job carries (and the stores compare) for the key ``value`` of its
+    payload: ``value`` itself for a global key, else the org and the value as a JSON array
+    (``["org-a","1"]``): one text no two (org, value) pairs share, whatever they contain. The
+    stores count running jobs per (type, this key) and never look inside it."""
+    if scope is KeyScope.GLOBAL:
+        return value
+    return json.dumps([org_id, value], ensure_ascii=False, separators=(",", ":"))
 
 
 ClaimLimits = Mapping[str, FlowLimit]

@@ -63,7 +63,8 @@ class JobType:
     - ``public``: may be enqueued over HTTP by any authenticated org;
     - flow control (docs/flow-control.md): ``dedup_key`` (a template of the payload, e.g.
       ``"crawl:{site_id}"``, the key of every job of the type), ``concurrency_key`` (a payload
-      field) with ``concurrency_limit`` (running jobs per value of it), ``max_running`` (running
+      field) with ``concurrency_limit`` (running jobs per value of it, counted per org unless
+      ``concurrency_scope`` is :attr:`~jobs_core.flow.KeyScope.GLOBAL`), ``max_running`` (running
       jobs of the type) and ``max_snoozes`` (how often a job may ask to run later).
     """
 
@@ -85,6 +86,7 @@ class JobType:
     dedup_key: str | None = None
     concurrency_key: str | None = None
     concurrency_limit: int | None = None
+    concurrency_scope: flow.KeyScope = flow.KeyScope.ORG
     max_running: int | None = None
     max_snoozes: int = 20
     on_cancel: OnCancel | None = None
@@ -120,6 +122,12 @@ class JobType:
             raise ValueError(f"{self.name}: concurrency_key must name a payload field")
         if self.concurrency_limit is not None and self.concurrency_limit < 1:
             raise ValueError(f"{self.name}: concurrency_limit must be >= 1")
+        if not isinstance(self.concurrency_scope, flow.KeyScope):
+            raise ValueError(
+                f"{self.name}: concurrency_scope must be a KeyScope "
+                f"({', '.join(repr(s.value) for s in flow.KeyScope)}), "
+                f"not {self.concurrency_scope!r}"
+            )
         if self.max_running is not None and self.max_running < 1:
             raise ValueError(f"{self.name}: max_running must be >= 1")
         if self.max_snoozes < 0:
@@ -133,10 +141,11 @@ class JobType:
         return flow.FlowLimit(key_limit=self.concurrency_limit, type_limit=self.max_running)
 
     def derived_keys(
-        self, payload: Mapping[str, Any], dedup_key: str | None
+        self, org_id: str, payload: Mapping[str, Any], dedup_key: str | None
     ) -> tuple[str | None, str | None]:
-        """The dedup key and the concurrency key of a job of this type with this (validated)
-        payload. A type-owned dedup key refuses a different one from the caller."""
+        """The dedup key and the concurrency key of a job of ``org_id``'s of this type with this
+        (validated) payload. A type-owned dedup key refuses a different one from the caller; the
+        concurrency key is scoped by :func:`~jobs_core.flow.scoped_key`."""
         if self.dedup_key is not None:
             derived = flow.render_dedup_key(self.dedup_key, payload)
             if dedup_key is not None and dedup_key != derived:
@@ -144,9 +153,10 @@ class JobType:
             dedup_key = derived
         concurrency = None
         if self.concurrency_key is not None:
-            concurrency = flow.key_value(
+            value = flow.key_value(
                 payload, self.concurrency_key, f"the concurrency limit of {self.name!r}"
             )
+            concurrency = flow.scoped_key(org_id, value, self.concurrency_scope)
         return dedup_key, concurrency
 
     def validate_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -326,7 +336,7 @@ class Registry:
         priority = flow.check_priority(priority)
         job_type = self.get(type_name)
         validated = job_type.validate_payload(payload)
-        dedup_key, concurrency_key = job_type.derived_keys(validated, dedup_key)
+        dedup_key, concurrency_key = job_type.derived_keys(org_id, validated, dedup_key)
         return NewJob(
             org_id=org_id,
             type=job_type.name,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from jobs_core.domain import Job, Status
+from jobs_core.flow import KeyScope
 from jobs_core.ports import AHEAD_CAP, WaitingFacts
 from jobs_core.registry import JobType
 
@@ -49,15 +50,18 @@ def why_waiting(
         return reasons
     if facts is None:
         return reasons or [WaitReason("next", "due: the next free worker slot takes it")]
+    field = job_type.concurrency_key
     if (
-        job_type.concurrency_limit is not None
+        field is not None
+        and job_type.concurrency_limit is not None
         and job.concurrency_key is not None
         and facts.running_key >= job_type.concurrency_limit
     ):
+        shared = " (every org's jobs)" if job_type.concurrency_scope is KeyScope.GLOBAL else ""
         reasons.append(
             WaitReason(
                 "key_busy",
-                f"its key {job_type.concurrency_key}={job.concurrency_key} is at "
+                f"its key {field}={job.payload.get(field)}{shared} is at "
                 f"{facts.running_key} of {job_type.concurrency_limit} running",
             )
         )
