@@ -310,8 +310,8 @@ def test_a_batch_of_events_is_one_record_written_one_line_per_job() -> None:
     assert lines[2].endswith("job_id=j2 outcome=done")
 
 
-@pytest.mark.parametrize(("raw", "fair"), [(None, False), ("1", True), ("0", False)])
-def test_jobs_fair_claim_turns_the_fair_claim_on_in_the_worker(
+@pytest.mark.parametrize(("raw", "fair"), [(None, True), ("1", True), ("0", False)])
+def test_jobs_fair_claim_sets_the_worker_claim_fair_by_default(
     monkeypatch: pytest.MonkeyPatch, raw: str | None, fair: bool
 ) -> None:
     if raw is None:

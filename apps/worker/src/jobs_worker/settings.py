@@ -58,8 +58,8 @@ class WorkerSettings(BaseSettings):
       then run twice, even at the same time on two workers until the first one's heartbeat
       finds its lease gone. A worker crash loses nothing either way.
     - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
-      rest of its priority, orgs in turn; docs/flow-control.md). Off by default
-      (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0015, 0027).
+      rest of its priority, orgs in turn; docs/flow-control.md). On by default
+      (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0027, 0034); ``0``: first in, first out.
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")

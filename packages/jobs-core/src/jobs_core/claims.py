@@ -34,9 +34,10 @@ from jobs_core import domain
 from jobs_core.domain import Job, Status
 from jobs_core.flow import ClaimLimits, FairTurn, admit, fair_order, full
 
-FAIR_CLAIM_DEFAULT = False
+FAIR_CLAIM_DEFAULT = True
 """Whether a claimer claims in fair order between orgs when nobody says (``JobService`` and the
-worker's ``JOBS_FAIR_CLAIM``): the one switch that makes fairness the default."""
+worker's ``JOBS_FAIR_CLAIM``): on, so one org's backlog never starves another's (issue 23);
+``JOBS_FAIR_CLAIM=0`` gives the plain first-in, first-out claim."""
 
 
 @dataclass(frozen=True, slots=True)

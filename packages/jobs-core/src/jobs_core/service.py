@@ -61,7 +61,7 @@ class JobService:
         self.store = store
         self.registry = registry
         self.clock: Clock = clock or SystemClock()
-        # Fairness between orgs (opt-in, docs/flow-control.md): this claimer's round-robin turn.
+        # Fairness between orgs (on by default, docs/flow-control.md): this claimer's turn.
         self.fair_claim = fair_claim
         self._turn = flow.FairTurn()
 

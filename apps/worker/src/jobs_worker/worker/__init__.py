@@ -111,6 +111,8 @@ class Worker:
             "worker.started",
             concurrency=cfg.concurrency,
             prefetch=cfg.prefetch,
+            claim="fair" if self.service.fair_claim else "fifo",
+            limited=",".join(sorted(self.service.registry.flow_limits())) or "-",
             types=",".join(self.service.registry.names()) or "-",
             heartbeat_s=cfg.heartbeat_s,
             sweep_interval_s=cfg.sweep_interval_s,
