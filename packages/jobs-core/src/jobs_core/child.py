@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import logging
 import os
 import selectors
@@ -48,9 +47,10 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _load_prctl() -> Callable[..., int] | None:
-    name = ctypes.util.find_library("c")
+    # The process's own symbols (dlopen(NULL)): CPython is linked to the C library, so prctl is
+    # there; ctypes.util.find_library("c") ran ldconfig in a subprocess, 0.1 s of every start.
     try:
-        libc = ctypes.CDLL(name or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
         prctl: Callable[..., int] = libc.prctl
     except (OSError, AttributeError):  # not Linux: the reaper still watches the groups
         return None
