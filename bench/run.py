@@ -29,23 +29,16 @@ phases start their worker process; you never need to call it by hand.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import platform
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,146 +46,43 @@ import psycopg
 
 from bench import httpload, nolog, wiring
 from bench.common import (
-    EXEC_FILE_ENV,
     FAILED_SQL,
     NOOP,
     ORG,
     TOTAL_SQL,
     UNFINISHED_SQL,
-    ExecRecorder,
     RecordTail,
     compile_bytecode,
     drop_database,
     exactly_once,
     latency_summary,
     make_registry,
-    median,
     payloads,
     percentile,
     read_records,
     recreate_database,
     rounded,
     scalar,
-    server_facts,
 )
 from bench.report import render_markdown
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
-PHASES = ("enqueue", "drain", "history", "latency", "api")
-DRAIN_CONFIGS = {"default": 1, "c10": 10}
-"""Worker configurations: ``default`` is the concurrency a worker has without options
-(docs/contract.md §4: one job at a time); ``c10`` is ten slots."""
-
-
-@dataclass
-class Options:
-    """Everything the command line sets."""
-
-    pg_url: str
-    db: str
-    n: int
-    history: int
-    rounds: int
-    phases: tuple[str, ...]
-    lat_n: int
-    lat_gap_ms: float
-    idle_s: float
-    settle_s: float
-    drain_timeout_s: float
-    api_jobs: int
-    api_connections: int
-    api_duration_s: float
-    api_pollers: int
-    api_poll_interval_s: float
-    out: Path
-    workdir: Path
-    tag: str
-
-
-class BenchFailure(RuntimeError):
-    """A phase could not produce its figure (worker died, jobs lost, server unreachable)."""
-
-
-def log(*parts: object) -> None:
-    """Progress on stderr (stdout stays for the final summary)."""
-    print(f"[{time.strftime('%H:%M:%S')}]", *parts, file=sys.stderr, flush=True)
-
-
-# ---- the worker process ------------------------------------------------------------------------
-
-
-def worker_command(url: str, concurrency: int) -> list[str]:
-    """The command line of one benchmark worker process."""
-    return [
-        sys.executable,
-        "-m",
-        "bench.run",
-        "worker",
-        "--database-url",
-        url,
-        "--concurrency",
-        str(concurrency),
-    ]
-
-
-class WorkerProcess:
-    """One real jobs worker (``jobs_worker``) in its own process, recording into ``exec_file``."""
-
-    def __init__(self, url: str, concurrency: int, exec_file: Path, log_file: Path) -> None:
-        env = dict(os.environ)
-        env[EXEC_FILE_ENV] = str(exec_file)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        self.log_file = log_file
-        self._log = open(log_file, "wb")  # noqa: SIM115 - closed in stop()
-        self.spawned = time.time()
-        self.proc = subprocess.Popen(
-            worker_command(url, concurrency),
-            cwd=ROOT,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def alive(self) -> bool:
-        """True while the process runs."""
-        return self.proc.poll() is None
-
-    def stop(self, grace_s: float = 30.0) -> dict[str, Any]:
-        """SIGTERM, then wait for a graceful exit (SIGKILL after ``grace_s``)."""
-        began = time.time()
-        how = "exited-early"
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace_s)
-                how = "sigterm"
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                how = "sigkill"
-        self._log.close()
-        return {"stop": how, "stop_s": rounded(time.time() - began, 2), "rc": self.proc.returncode}
-
-    def tail_log(self, lines: int = 15) -> str:
-        """The end of the worker's log, for an error message."""
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-
-def worker_main(argv: list[str]) -> int:
-    """``python -m bench.run worker``: run one jobs worker until SIGTERM."""
-    parser = argparse.ArgumentParser(prog="python -m bench.run worker")
-    parser.add_argument("--database-url", required=True)
-    parser.add_argument("--concurrency", type=int, default=1)
-    args = parser.parse_args(argv)
-    if nolog.install_if_asked():
-        log("this worker writes no event rows (JOBS_BENCH_NO_LOG=1, bench/nolog.py)")
-    registry = make_registry(ExecRecorder())
-    return wiring.run_worker(args.database_url, registry, args.concurrency)
-
+from bench.run_options import (
+    DRAIN_CONFIGS,
+    ROOT,
+    BenchFailure,
+    Options,
+    log,
+    machine_facts,
+    parse,
+)
+from bench.run_support import (
+    free_port,
+    insert_history,
+    probe_api,
+    ratios,
+    summarize,
+    wait_healthy,
+)
+from bench.run_worker import WorkerProcess, worker_main
 
 # ---- phases ------------------------------------------------------------------------------------
 
@@ -425,7 +315,7 @@ class Bench:
                     wait_healthy(port, proc, log_file)
                     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
                     # One authenticated request first: a wrong token would make every figure a 401.
-                    probe = asyncio.run(_probe(port, headers, paths[0]))
+                    probe = asyncio.run(probe_api(port, headers, paths[0]))
                     if probe != 200:
                         raise BenchFailure(f"api: GET {paths[0]} answered {probe}")
                     thr = asyncio.run(
@@ -504,214 +394,6 @@ class Bench:
             res["api"] = self.api()
         res["ratios"] = ratios(res)
         return res
-
-
-def ratios(res: dict[str, Any]) -> dict[str, float | None]:
-    """Ratios measured inside one round (far less noisy than ratios of medians)."""
-    out: dict[str, float | None] = {}
-
-    def ratio(a: float | None, b: float | None) -> float | None:
-        return round(a / b, 3) if a and b else None
-
-    single = (res.get("enqueue_single") or {}).get("jps")
-    bulk = (res.get("enqueue_bulk") or {}).get("jps")
-    out["bulk_over_single"] = ratio(bulk, single)
-    drain = res.get("drain") or {}
-    jps = {name: (d or {}).get("jps") for name, d in drain.items()}
-    out["c10_over_default"] = ratio(jps.get("c10"), jps.get("default"))
-    for cfg in DRAIN_CONFIGS:
-        out[f"history_over_empty_{cfg}"] = ratio(jps.get(f"{cfg}_history"), jps.get(cfg))
-    return out
-
-
-def insert_history(url: str, rows: int) -> None:
-    """``rows`` finished jobs of another org in one ``generate_series`` statement, then
-    ``VACUUM ANALYZE``: the state of a table that has lived (autovacuum would have visited it).
-
-    Mostly ``done``, one in 50 ``failed``; times spread over the past 30 days.
-    """
-    statement = """
-        INSERT INTO jobs (id, org_id, type, status, attempts, max_attempts, dedup_scope, payload,
-                          report, error, created_at, run_at, started_at, finished_at)
-        SELECT uuidv7(), 'history', %(type)s,
-               CASE WHEN i %% 50 = 0 THEN 'failed' ELSE 'done' END,
-               1, 3, 'queue', jsonb_build_object('k', -i),
-               NULL, CASE WHEN i %% 50 = 0 THEN 'RuntimeError: boom' END,
-               t, t, t + interval '1 second', t + interval '2 seconds'
-        FROM (
-            SELECT i, now() - interval '30 days' + (i * interval '30 days' / %(rows)s) AS t
-            FROM generate_series(1, %(rows)s) AS i
-        ) AS h
-    """
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(statement, {"type": NOOP, "rows": rows})
-        conn.execute("VACUUM ANALYZE jobs")
-
-
-def free_port() -> int:
-    """A TCP port free on the loopback interface now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_healthy(port: int, proc: subprocess.Popen[bytes], log_file: Path) -> None:
-    """Wait until ``GET /healthz`` answers 200 (60 s at most)."""
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise BenchFailure(f"api: server exited rc={proc.returncode}\n{log_file.read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-                if r.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.1)
-    raise BenchFailure("api: /healthz never answered 200 within 60 s")
-
-
-async def _probe(port: int, headers: dict[str, str], path: str) -> int:
-    conn = httpload.Connection("127.0.0.1", port, headers)
-    try:
-        return await conn.get(path)
-    finally:
-        await conn.close()
-
-
-# ---- the machine ---------------------------------------------------------------------------------
-
-
-def machine_facts(pg_url: str) -> dict[str, Any]:
-    """What the figures depend on: CPU, memory, Python, PostgreSQL, the commit measured."""
-    cpu = platform.processor() or "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem_gib: float | None = None
-    try:
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        mem_gib = round(pages * size / 2**30, 1)
-    except (ValueError, OSError):
-        pass
-    commit = None
-    if shutil.which("git"):
-        done = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            check=False,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        commit = done.stdout.strip() or None
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "memory_gib": mem_gib,
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "postgres": dict(server_facts(pg_url)),
-        "loadavg_at_start": [round(x, 2) for x in os.getloadavg()],
-        "commit": commit,
-    }
-
-
-# ---- command line --------------------------------------------------------------------------------
-
-
-def parse(argv: list[str]) -> Options:
-    """The command line → :class:`Options`."""
-    p = argparse.ArgumentParser(
-        prog="python -m bench.run",
-        description="Run the jobs benchmark and write bench/results/raw/<stamp>.{json,md}.",
-    )
-    p.add_argument(
-        "--pg-url",
-        default=os.environ.get(
-            "JOBS_BENCH_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-        ),
-        help="a PostgreSQL server URL whose user may create databases (env JOBS_BENCH_PG_URL)",
-    )
-    p.add_argument("--db", default="jobs_bench", help="database dropped and re-created per phase")
-    p.add_argument("--n", type=int, default=10_000, help="jobs per enqueue and drain phase")
-    p.add_argument("--history", type=int, default=1_000_000, help="finished rows (0: skip)")
-    p.add_argument("--rounds", type=int, default=1, help="rounds; medians are reported")
-    p.add_argument("--phases", default=",".join(PHASES), help=f"subset of {','.join(PHASES)}")
-    p.add_argument("--lat-n", type=int, default=200, help="latency jobs")
-    p.add_argument("--lat-gap-ms", type=float, default=20.0, help="spacing of latency jobs")
-    p.add_argument("--idle-s", type=float, default=1.0, help="idle time before latency jobs")
-    p.add_argument("--settle-s", type=float, default=1.0, help="wait for late duplicates")
-    p.add_argument("--drain-timeout-s", type=float, default=600.0)
-    p.add_argument("--api-jobs", type=int, default=1000, help="jobs the API reads")
-    p.add_argument("--api-connections", type=int, default=16, help="throughput clients")
-    p.add_argument("--api-duration-s", type=float, default=5.0, help="length of each API load")
-    p.add_argument("--api-pollers", type=int, default=50, help="concurrent pollers")
-    p.add_argument("--api-poll-interval-s", type=float, default=0.25, help="each poller's period")
-    p.add_argument("--out", type=Path, default=RESULTS, help="where the results files go")
-    p.add_argument("--workdir", type=Path, default=None, help="record files and logs")
-    p.add_argument(
-        "--tiny",
-        action="store_true",
-        help="a few seconds per phase (N 300, 2,000 history rows, 30 latency jobs): proves the "
-        "benchmark runs, its figures mean nothing",
-    )
-    a = p.parse_args(argv)
-    if a.tiny:
-        a.n, a.history, a.lat_n, a.idle_s, a.settle_s = 300, 2000, 30, 0.3, 0.3
-        a.api_jobs, a.api_duration_s, a.api_pollers = 50, 1.0, 10
-    phases = tuple(x.strip() for x in a.phases.split(",") if x.strip())
-    unknown = set(phases) - set(PHASES)
-    if unknown:
-        p.error(f"unknown phase(s) {', '.join(sorted(unknown))}; choose among {', '.join(PHASES)}")
-    if a.n < 1 or a.rounds < 1 or a.lat_n < 1 or a.history < 0:
-        p.error("--n, --rounds and --lat-n must be >= 1, --history >= 0")
-    workdir = a.workdir or Path(tempfile.mkdtemp(prefix="jobs-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
-    return Options(
-        pg_url=a.pg_url,
-        db=a.db,
-        n=a.n,
-        history=a.history,
-        rounds=a.rounds,
-        phases=phases,
-        lat_n=a.lat_n,
-        lat_gap_ms=a.lat_gap_ms,
-        idle_s=a.idle_s,
-        settle_s=a.settle_s,
-        drain_timeout_s=a.drain_timeout_s,
-        api_jobs=a.api_jobs,
-        api_connections=a.api_connections,
-        api_duration_s=a.api_duration_s,
-        api_pollers=a.api_pollers,
-        api_poll_interval_s=a.api_poll_interval_s,
-        out=a.out,
-        workdir=workdir,
-        tag=f"run{os.getpid()}",
-    )
-
-
-def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians over rounds of every numeric figure, by the same key paths."""
-
-    def walk(docs: list[Any]) -> Any:
-        first = next((d for d in docs if d is not None), None)
-        if isinstance(first, dict):
-            keys: list[str] = []
-            for d in docs:
-                for k in d or {}:
-                    if k not in keys:
-                        keys.append(k)
-            return {k: walk([(d or {}).get(k) for d in docs]) for k in keys}
-        if isinstance(first, bool) or not isinstance(first, int | float):
-            return first
-        return median(docs)
-
-    return dict(walk(rounds))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,7 +50,9 @@ from bench.common import (
     rounded,
     scalar,
 )
-from bench.run import ROOT, Bench, free_port, parse, wait_healthy
+from bench.run import Bench
+from bench.run_options import ROOT, parse
+from bench.run_support import free_port, wait_healthy
 
 RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summaries: bench/results/*.md
 
