@@ -16,8 +16,10 @@ from jobs_core import (
     InMemoryJobStore,
     InMemoryWakeup,
     Job,
+    JobContext,
     JobService,
     JobStore,
+    JobType,
     Registry,
     Status,
     StoreUnavailable,
@@ -152,3 +154,43 @@ def job_of(store: JobStore, job_id: uuid.UUID, org: str = ORG) -> Job:
 def status_of(store: JobStore, job_id: uuid.UUID, org: str = ORG) -> Status:
     """The job's status now."""
     return job_of(store, job_id, org).status
+
+
+class Flaky(Exception):
+    """A declared-retryable error."""
+
+
+def noop_registry() -> Registry:
+    registry = Registry("test")
+    registry.register(JobType("noop", lambda ctx: None))
+    return registry
+
+
+class Gate:
+    """A handler that blocks until released (or cancelled) and counts how many run at once."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.peak = 0
+        self.contexts: list[JobContext] = []
+
+    def __call__(self, ctx: JobContext) -> Mapping[str, Any]:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.contexts.append(ctx)
+        try:
+            while not self.release.wait(0.01):
+                ctx.raise_if_cancelled()
+            return {"attempt": ctx.attempt}
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def gate_registry(gate: Gate, **declarations: Any) -> Registry:
+    registry = noop_registry()
+    registry.register(JobType("gate", gate, **declarations))
+    return registry
