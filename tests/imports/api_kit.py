@@ -101,10 +101,15 @@ async def upload_csv(
     target_id: str,
     content: bytes,
     name: str = "export.csv",
+    *,
+    force: bool | None = None,
 ) -> httpx.Response:
+    data = {"site_target_id": target_id}
+    if force is not None:
+        data["force"] = "true" if force else "false"
     return await client.post(
         "/imports/csv",
-        data={"site_target_id": target_id},
+        data=data,
         files={"file": (name, io.BytesIO(content), "text/csv")},
         headers=headers,
     )

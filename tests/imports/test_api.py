@@ -106,6 +106,25 @@ async def test_upload_import_read_back_with_counts_and_reconcile_events(
     assert "never deleted" in deleted.json()["detail"]
 
 
+async def test_the_same_export_uploaded_again_is_a_200_with_its_import(
+    client: httpx.AsyncClient, module: ImportsModule, as_a: dict[str, str]
+) -> None:
+    target = await new_target(client, as_a)
+    first = await upload_csv(client, as_a, target["id"], CSV.encode())
+    assert first.status_code == 202
+    drain(module)
+    again = await upload_csv(client, as_a, target["id"], CSV.encode(), "renamed.csv")
+    assert again.status_code == 200, again.text
+    assert again.json()["id"] == first.json()["id"]
+    assert again.json()["status"] == "done"
+    assert again.headers["Location"] == f"/imports/{first.json()['id']}"
+    forced = await upload_csv(client, as_a, target["id"], CSV.encode(), force=True)
+    assert forced.status_code == 202
+    assert forced.json()["id"] != first.json()["id"]
+    listed = (await client.get(f"/imports?site_target_id={target['id']}", headers=as_a)).json()
+    assert len(listed["imports"]) == 2
+
+
 async def test_an_import_that_fails_reads_failed_with_its_error(
     client: httpx.AsyncClient, module: ImportsModule, as_a: dict[str, str]
 ) -> None:

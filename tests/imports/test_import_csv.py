@@ -247,17 +247,17 @@ def test_the_same_content_uploaded_twice_is_stored_once_under_its_hash(
     module: ImportsModule, target: SiteTarget, data_dir: Path
 ) -> None:
     first = upload(module, target, CLEAN, "../../etc/passwd")
-    second = upload(module, target, CLEAN, "copy.csv")
-    assert first.record.file_sha256 == second.record.file_sha256
-    assert first.record.file_path == second.record.file_path
+    forced = upload(module, target, CLEAN, "copy.csv", force=True)  # imported again on purpose
+    assert first.record.file_sha256 == forced.record.file_sha256
+    assert first.record.file_path == forced.record.file_path
     sha = first.record.file_sha256
     assert first.record.file_path == f"imports/{sha[:2]}/{sha}.csv"
     assert first.record.original_name == "../../etc/passwd"  # kept for display only
     stored = list((data_dir / "imports").rglob("*.csv"))
     assert [path.name for path in stored] == [f"{sha}.csv"]
-    assert first.record.id != second.record.id
+    assert first.record.id != forced.record.id
     drain(module)
-    assert len(rows_of(module, first.record.id)) == len(rows_of(module, second.record.id)) == 4
+    assert len(rows_of(module, first.record.id)) == len(rows_of(module, forced.record.id)) == 4
 
 
 # ---- resume -------------------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def test_a_crash_between_batches_resumes_from_the_checkpoint_with_a_clean_runs_r
     expected = _figures(module, clean.record.id)
     assert expected[1]["read"] == 25
 
-    crashed = upload(module, target, content, "crashed.csv")
+    crashed = upload(module, target, content, "crashed.csv", force=True)  # the same content
     job = claim_one(module, "import_csv")
     assert job is not None
     assert job.payload["import_id"] == str(crashed.record.id)

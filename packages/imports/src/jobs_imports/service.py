@@ -9,6 +9,7 @@ commit together or not at all.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -122,15 +123,18 @@ class StoredImport:
 class ImportView:
     """An import as a reader sees it: with its job, and the status both say together.
 
-    ``status`` is the import's own, except that an import whose job ended without the handler
-    recording it (cancelled while queued, or failed when ``on_fail`` could not run) reads as
-    ``failed`` with the job's error: a reader never waits on an import nothing will finish.
+    ``status`` is the import's own, except that an import whose job ended without its hook
+    recording it (``on_fail`` / ``on_cancel`` not run yet) reads as the job ended — ``failed``
+    with the job's error, or ``cancelled``: a reader never waits on an import nothing will
+    finish. ``created`` is False for an upload answered with an earlier import of the same
+    content (:meth:`ImportsService.create_import`).
     """
 
     record: StoredImport
     job: Job | None
     status: str
     error: str | None
+    created: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,8 +363,16 @@ class ImportsService:
         site_target_id: uuid.UUID,
         stream: BinaryIO,
         original_name: str | None = None,
+        *,
+        force: bool = False,
     ) -> ImportView:
         """Store an uploaded file by content hash, record the import, enqueue ``import_csv``.
+
+        The same content uploaded again for the same site target is not imported twice: while
+        an import of it is pending, running or done, that import is returned (``created``
+        False) and nothing is recorded or enqueued; after a failed or cancelled one, or with
+        ``force``, a new import is made. Two uploads of one content at once are serialised by
+        a transaction lock on (org, site target, hash), so they give one import.
 
         The import row and its job commit together. Raises :class:`InvalidUpload` (a file name
         that cannot be stored) and :class:`SiteTargetNotFound` before reading the stream, and
@@ -375,6 +387,12 @@ class ImportsService:
         with unavailable_as_store_error(), self.engine.begin() as conn:
             # the target may have been deleted while the file streamed in: re-check in the txn
             self.site_target_in(conn, org_id, site_target_id)
+            if not force:
+                earlier = self._same_content(conn, org_id, site_target_id, stored.sha256)
+                if earlier is not None:
+                    return dataclasses.replace(
+                        self._view(earlier, self._job(org_id, earlier.job_id)), created=False
+                    )
             conn.execute(
                 insert(imports).values(
                     id=import_id,
@@ -403,6 +421,33 @@ class ImportsService:
             record = self._import_row(conn, org_id, import_id)
         return self._view(record, job)
 
+    def _same_content(
+        self, conn: Connection, org_id: str, site_target_id: uuid.UUID, sha256: str
+    ) -> StoredImport | None:
+        """The latest pending, running or done import of this content for the site target, the
+        transaction holding the lock of (org, site target, content) until it commits.
+        Index: imports_org_target_sha_idx."""
+        key = f"{org_id}\x1f{site_target_id}\x1f{sha256}"
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 2601))"), {"key": key}
+        )
+        row = (
+            conn.execute(
+                select(imports)
+                .where(
+                    imports.c.org_id == org_id,
+                    imports.c.site_target_id == site_target_id,
+                    imports.c.file_sha256 == sha256,
+                    imports.c.status.in_(("pending", "running", "done")),
+                )
+                .order_by(imports.c.created_at.desc())
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        return None if row is None else _stored_import(row)
+
     def _import_row(self, conn: Connection, org_id: str, import_id: uuid.UUID) -> StoredImport:
         row = (
             conn.execute(
@@ -425,10 +470,11 @@ class ImportsService:
 
     def _view(self, record: StoredImport, job: Job | None) -> ImportView:
         status, error = record.status, record.error
-        ended = job is not None and job.status in (Status.CANCELLED, Status.FAILED)
-        if status in ("pending", "running") and job is not None and ended:
-            status = "failed"
-            error = error or job.error or f"the import job was {job.status.value}"
+        if status in ("pending", "running") and job is not None:
+            if job.status is Status.CANCELLED:
+                status, error = "cancelled", error or job.error
+            elif job.status is Status.FAILED:
+                status, error = "failed", error or job.error or "the import job failed"
         return ImportView(record=record, job=job, status=status, error=error)
 
     def get_import(self, org_id: str, import_id: uuid.UUID) -> ImportView:
