@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import jobs_core
+import jobs_tokens
 
 CORE = Path(jobs_core.__file__).parent
+TOKENS = Path(jobs_tokens.__file__).parent
 ROOT = Path(__file__).resolve().parents[2]
 
 NOT_IN_THE_CORE = frozenset(
@@ -91,6 +93,25 @@ def test_only_the_worker_imports_the_child_process_handling() -> None:
         if name.startswith(WORKER_ONLY)
     }
     assert users == set()
+
+
+def test_the_credentials_are_a_package_beside_the_core_not_in_it() -> None:
+    tokens = {name for path in TOKENS.rglob("*.py") for name in imported_modules(path)}
+    workspace = {name for name in tokens if name.split(".")[0] not in sys.stdlib_module_names}
+    assert {name.split(".")[0] for name in workspace} <= {"jobs_core", "__future__"}
+    assert {name for name in workspace if name.count(".") == 1} <= {
+        "jobs_core.clock",
+        "jobs_core.ports",
+        "__future__.annotations",
+    }
+    in_the_core = {
+        f"{path.name}: {name}"
+        for path in sorted(CORE.rglob("*.py"))
+        for name in imported_top_level_modules(path)
+        if name == "jobs_tokens"
+    }
+    assert in_the_core == set()
+    assert not (CORE / "tokens.py").exists()
 
 
 def test_the_checks_would_catch_what_the_old_core_imported(tmp_path: Path) -> None:

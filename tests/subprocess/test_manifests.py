@@ -23,7 +23,7 @@ from jobs_core import (
     PayloadInvalid,
 )
 from jobs_core.protocol import ChildRetryable
-from jobs_core.tokens import issue_token
+from jobs_tokens import issue_token
 from jobs_worker.child import SubprocessHandler
 from jobs_worker.manifests import ManifestError, load_manifests, parse_manifest
 from jobs_worker.registries import worker_registry

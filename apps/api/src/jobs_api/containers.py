@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
-from jobs_core.tokens import (
+from jobs_tokens import (
     InMemorySessionStore,
     InMemoryTokenStore,
     SessionStore,
