@@ -15,8 +15,8 @@ from jobs_api.app import create_app
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock, Registry
-from jobs_core.tokens import issue_token
 from jobs_imports.module import module as imports_module
+from jobs_tokens import issue_token
 
 from tests.imports.helpers import HEADER, ORG, ORG_B
 

@@ -2,7 +2,7 @@
 
 Each manifest names a child command that speaks the subprocess protocol
 (docs/subprocess-protocol.md); :func:`load_handlers` turns every valid one into a
-:class:`~jobs_core.JobType` whose handler is a :class:`~jobs_core.child.SubprocessHandler`. An
+:class:`~jobs_core.JobType` whose handler is a :class:`~jobs_worker.child.SubprocessHandler`. An
 invalid manifest is reported (its file and the field at fault) and skipped: the other types
 load. The fields are documented in docs/subprocess-protocol.md §Manifest.
 
@@ -23,8 +23,8 @@ from jobs_core import (
     Registry,
     RetryPolicy,
 )
-from jobs_core.child import ChildSpec, SubprocessHandler, clean_environment
 
+from jobs_worker.child import ChildSpec, SubprocessHandler, clean_environment
 from jobs_worker.logs import log_event
 from jobs_worker.manifest_fields import (
     FlowFields,
