@@ -28,7 +28,7 @@ PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
 returns them with a job, the event log leaves them out."""
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns if c.name not in PRIVATE_COLUMNS)
-"""The ``jobs`` columns in the order every statement returns them (see ``store._job``)."""
+"""The ``jobs`` columns in the order every statement returns them (see ``rows.job_from_row``)."""
 
 
 def columns(alias: str) -> str:
