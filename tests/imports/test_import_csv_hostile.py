@@ -146,7 +146,11 @@ def test_a_record_the_database_refuses_is_a_row_error_and_the_batch_goes_on(
 ) -> None:
     # A real refusal by PostgreSQL (SQLSTATE 22001, value too long for the column): the
     # batch holding the record is written again row by row, and only that record is an error.
+    # (the view over import_rows pins the column's type: dropped for the test, then re-made
+    # from its own definition)
     with imports_engine.begin() as conn:
+        view = conn.execute(text("SELECT pg_get_viewdef('site_search_rows'::regclass)")).scalar()
+        conn.execute(text("DROP VIEW site_search_rows"))
         conn.execute(text("ALTER TABLE import_rows ALTER COLUMN query TYPE varchar(20)"))
     try:
         rows = _rows(3)
@@ -157,6 +161,7 @@ def test_a_record_the_database_refuses_is_a_row_error_and_the_batch_goes_on(
     finally:
         with imports_engine.begin() as conn:
             conn.execute(text("ALTER TABLE import_rows ALTER COLUMN query TYPE text"))
+            conn.execute(text(f"CREATE VIEW site_search_rows AS {view}"))
     assert list(_errors(report)) == [3]
     assert _errors(report)[3].startswith("the database refused the record")
     assert (report["read"], report["inserted"], report["errors"]) == (4, 3, 1)
