@@ -9,7 +9,6 @@ import uuid
 from collections import Counter
 from datetime import timedelta
 
-import pytest
 from jobs_core import (
     Done,
     Failed,
@@ -22,23 +21,16 @@ from jobs_core import (
 )
 from jobs_core.domain import parse_heartbeat
 
-from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
-from jobs_contract.helpers import claim_one, finish, finish_many, run_claimed, service_for
+from jobs_contract.fixtures import (  # noqa: F401 (fixtures: pytest sees them)
+    clock_fixture,
+    failures_fixture,
+    service_fixture,
+    store_fixture,
+)
+from jobs_contract.helpers import claim_one, finish, finish_many, run_claimed
 
 ORG = "org-a"
 THRESHOLD_S = 600.0
-
-
-@pytest.fixture
-def failures() -> list[Job]:
-    """Jobs passed to ``on_fail``, in order."""
-    return []
-
-
-@pytest.fixture
-def service(store: JobStore, clock: FakeClock, failures: list[Job]) -> JobService:
-    """The use cases over the store under test."""
-    return service_for(store, clock, failures)
 
 
 # -- claiming ------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from jobs_core import (
     DedupConflict,
     FakeClock,
     InvalidTransition,
-    Job,
     JobFilter,
     JobNotFound,
     JobService,
@@ -19,23 +18,16 @@ from jobs_core import (
     Status,
 )
 
-from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
-from jobs_contract.helpers import claim_one, run_claimed, service_for
+from jobs_contract.fixtures import (  # noqa: F401 (fixtures: pytest sees them)
+    clock_fixture,
+    failures_fixture,
+    service_fixture,
+    store_fixture,
+)
+from jobs_contract.helpers import claim_one, run_claimed
 
 ORG = "org-a"
 OTHER_ORG = "org-b"
-
-
-@pytest.fixture
-def failures() -> list[Job]:
-    """Jobs passed to ``on_fail``, in order."""
-    return []
-
-
-@pytest.fixture
-def service(store: JobStore, clock: FakeClock, failures: list[Job]) -> JobService:
-    """The use cases over the store under test."""
-    return service_for(store, clock, failures)
 
 
 # -- org-scoped actions ----------------------------------------------------------------------
