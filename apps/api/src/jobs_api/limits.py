@@ -40,10 +40,7 @@ class BodySizeLimit:
         self.path_limits = dict(path_limits or {})
 
     def _detail(self, limit: int) -> str:
-        return (
-            f"the request body is larger than {limit} bytes; send at most {limit} bytes "
-            "(the connection is closed)"
-        )
+        return f"the request body is larger than {limit} bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on, counting its body; close the connection of a refused or
