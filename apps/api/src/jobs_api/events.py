@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import hashlib
 import hmac
 import json
@@ -22,7 +23,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
@@ -35,7 +36,7 @@ from jobs_core.events import EventFeed, JobEvent, Position, Present
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from jobs_api.auth import CurrentOrgDep, resolve_org
+from jobs_api.auth import CurrentOrgDep, credential_of, resolve_org
 from jobs_api.problems import problem_responses
 from jobs_api.schemas import JobOut, StatusFilter
 
@@ -367,9 +368,9 @@ class EventParams(BaseModel):
 _bearer = HTTPBearer(auto_error=False)
 
 
-async def _still_authorized(request: Request) -> bool:
+async def _still_authorized(request: Request, max_age_s: float) -> bool:
     try:
-        await resolve_org(request, await _bearer(request))
+        await resolve_org(request, await _bearer(request), max_age_s)
     except HTTPException:
         return False
     return True
@@ -393,7 +394,7 @@ def _container(request: Request) -> Container:
             "description": "An endless `text/event-stream` (docs/events.md).",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **problem_responses(401, 422, 503),
+        **problem_responses(401, 422, 429, 503),
     },
 )
 async def job_events(
@@ -416,9 +417,16 @@ async def job_events(
         buffer=hub.buffer,
     )
     keepalive_s = float(container.config.events_keepalive_s())
-    recheck_s = min(keepalive_s, max(float(container.config.api_token_cache_s()), 1.0))
+    # Checked every half cache time with an answer younger than that: a revoked token's or
+    # signed-out session's stream ends within the cache time (at least 1 s), quiet or not.
+    recheck_s = max(float(container.config.api_token_cache_s()), 1.0) / 2
     raw_id = last_event_id if last_event_id is not None else params.last_event_id
-    present = await hub.subscribe(subscriber)  # before the 200: a 503 can still be answered
+    release = container.stream_limits().acquire(org, credential_of(request))  # or a 429
+    try:
+        present = await hub.subscribe(subscriber)  # before the 200: a 503 can still be answered
+    except BaseException:
+        release()
+        raise
     stream = _stream(
         request,
         hub,
@@ -427,6 +435,7 @@ async def job_events(
         present=present,
         keepalive_s=keepalive_s,
         recheck_s=recheck_s,
+        release=release,
     )
     return StreamingResponse(
         stream,
@@ -444,6 +453,7 @@ async def _stream(
     present: Present,
     keepalive_s: float,
     recheck_s: float,
+    release: Callable[[], None],
 ) -> AsyncIterator[bytes]:
     ids = hub.ids
     try:
@@ -468,7 +478,7 @@ async def _stream(
                 skip_upto = max(skip_upto, cursor)
                 if frames:
                     yield frames
-        checked = time.monotonic()
+        checked = sent = time.monotonic()
         while True:
             if subscriber.resync_at is not None:
                 at, subscriber.resync_at = subscriber.resync_at, None
@@ -481,18 +491,24 @@ async def _stream(
             ]
             if chunk:
                 yield b"".join(chunk)
-                continue
-            subscriber.wake.clear()
-            try:
-                await asyncio.wait_for(subscriber.wake.wait(), timeout=keepalive_s)
-            except TimeoutError:
-                yield KEEPALIVE
+                sent = time.monotonic()
+            else:
+                # Quiet: wake for the next change, the keep-alive or the credential's check,
+                # whichever comes first (a quiet stream is checked on time too).
+                subscriber.wake.clear()
+                timeout = min(sent + keepalive_s, checked + recheck_s) - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(subscriber.wake.wait(), timeout=max(timeout, 0))
+                if time.monotonic() - sent >= keepalive_s:
+                    yield KEEPALIVE
+                    sent = time.monotonic()
             if time.monotonic() - checked >= recheck_s:
                 checked = time.monotonic()
-                if not await _still_authorized(request):
+                if not await _still_authorized(request, recheck_s):
                     return  # signed out, or the token revoked: the stream ends
     finally:
         hub.unsubscribe(subscriber)
+        release()
 
 
 def _drain(queue: collections.deque[Encoded]) -> list[Encoded]:

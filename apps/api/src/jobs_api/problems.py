@@ -114,6 +114,7 @@ _DESCRIPTIONS = {
     409: "The job's state forbids this action, or its dedup key is held by another job.",
     413: "The request body is larger than the configured limit.",
     422: "The request is invalid; `errors` lists the rejected fields.",
+    429: "Over a cap (the detail names its setting); retry after `Retry-After` seconds.",
     503: "The job store cannot be reached; retry later.",
 }
 

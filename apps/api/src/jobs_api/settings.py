@@ -37,7 +37,8 @@ class ApiSettings(BaseSettings):
     - ``JOBS_API_THREADS``: the threads that run the routes' blocking calls; the engine's pool
       holds as many connections, so none is opened and closed per request under load.
     - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
-      stream (docs/events.md).
+      stream (docs/events.md), its caps ``JOBS_EVENTS_MAX_STREAMS_PER_TOKEN`` (a token or a
+      session) and ``_PER_ORG``, per API process (429 past them).
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -63,6 +64,8 @@ class ApiSettings(BaseSettings):
     events_client_buffer: int = Field(default=1000, ge=1)
     events_poll_s: float = Field(default=0.1, gt=0, le=10)
     events_retention_s: float = Field(default=3600.0, gt=0)
+    events_max_streams_per_token: int = Field(default=10, ge=1)
+    events_max_streams_per_org: int = Field(default=100, ge=1)
     operator_orgs: str = ""
     """Comma-separated orgs whose tokens may change the retention settings over HTTP."""
 
