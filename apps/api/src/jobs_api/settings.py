@@ -31,6 +31,8 @@ class ApiSettings(BaseSettings):
     - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
     - ``JOBS_MAX_UPLOAD_BYTES``: the largest file ``POST /imports/csv`` accepts (413 beyond);
       uploads are stored under ``JOBS_DATA_DIR``, which the workers must share.
+    - ``JOBS_LIST_FIELD_BYTES``: in ``GET /jobs``, a job's payload, progress or report whose
+      JSON is larger is left out (null, named in ``truncated``); ``GET /jobs/{id}`` has it.
     - ``JOBS_API_TOKEN_CACHE_S``: how long the API trusts a token it has found live without
       asking the token store again (``0``: ask on every request). A revocation takes effect
       within this time (decision 0005).
@@ -52,6 +54,7 @@ class ApiSettings(BaseSettings):
     allow_private_urls: bool = False
     max_body_bytes: int = Field(default=MIB, ge=1)
     max_upload_bytes: int = Field(default=512 * MIB, ge=1)
+    list_field_bytes: int = Field(default=16 * 1024, ge=256)
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=0, le=65535)
     api_token_cache_s: float = Field(default=5.0, ge=0)

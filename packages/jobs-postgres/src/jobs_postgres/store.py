@@ -27,6 +27,7 @@ from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, DedupScope, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
+from jobs_core.listing import Elided
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 from sqlalchemy import Connection, Engine, TextClause, exc
@@ -636,8 +637,13 @@ class PostgresJobStore:
         if query.limit <= 0:
             return []
         statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
-        statement = sql.list_jobs(org_id, statuses, query.type, query.before, query.limit)
-        return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
+        cap = query.field_bytes
+        statement = sql.list_jobs(
+            org_id, statuses, query.type, query.before, query.limit, field_bytes=cap
+        )
+        if cap is None:
+            return self._retried(lambda conn, _: [_job(row) for row in conn.execute(statement)])
+        return self._retried(lambda conn, _: [_listed(row) for row in conn.execute(statement)])
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Job count per status for the org (every status present, zero included)."""
@@ -735,6 +741,19 @@ def _job(row: Sequence[Any]) -> Job:
     values[_STATUS_AT] = _STATUS[values[_STATUS_AT]]
     values[_SCOPE_AT] = _SCOPE[values[_SCOPE_AT]]
     return Job(*values)
+
+
+def _listed(row: Sequence[Any]) -> Job:
+    """A row of a bounded list (:func:`sql.list_jobs` with ``field_bytes``): the job, with its
+    values too large to list as :class:`~jobs_core.listing.Elided`."""
+    width = len(sql.COLUMNS)
+    job = _job(row[:width])
+    elided = {
+        name: Elided(int(size))
+        for name, size in zip(sql.LISTED_SIZES, row[width:], strict=True)
+        if size is not None
+    }
+    return dataclasses.replace(job, **elided) if elided else job  # type: ignore[arg-type]
 
 
 def _locked(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:
