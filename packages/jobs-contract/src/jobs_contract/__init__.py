@@ -40,6 +40,7 @@ PARTS = (
     "jobs_contract.transitions",
     "jobs_contract.end_hooks",
     "jobs_contract.checkpoint",
+    "jobs_contract.listing",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
