@@ -182,7 +182,7 @@ def test_a_cached_answer_lives_ttl_from_before_its_lookup(clock: FakeClock) -> N
 def test_a_stream_rechecking_asks_for_an_answer_younger_than_its_period(
     clock: FakeClock,
 ) -> None:
-    # An event stream checks its token every half cache time with max_age_s = that half: a
+    # An event stream checks its token every third of the cache time with max_age_s = that: a
     # revocation closes it within the cache time, and streams of one token share each lookup.
     tokens = SlowStore(clock, seconds=0)
     cache = TokenCache(tokens, clock, ttl_s=5)
