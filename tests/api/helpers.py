@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -116,3 +117,15 @@ registry = make_registry()
 broken_registry = Registry("broken")
 """A public type whose payload schema raises an unexpected error: a 500 on a real server."""
 broken_registry.register(JobType("broken", _ok, public=True, payload_schema=BrokenSchema()))
+
+
+def _parse_settings(ctx: JobContext) -> Mapping[str, Any]:
+    def parse(text: str) -> Any:
+        return json.loads(text)  # a library call that fails: its frames are the handler's too
+
+    return {"settings": parse("{not json")}
+
+
+failing_registry = Registry("failing")
+"""A public type whose handler fails in a library it calls: its traceback as tenants see it."""
+failing_registry.register(JobType("explode", _parse_settings, public=True, max_attempts=1))

@@ -339,8 +339,8 @@ def test_one_database_listener_per_api_process_whatever_the_number_of_clients(
             time.sleep(0.2)
 
     # Short keep-alives only so that the streams close fast at the end (a reader thread notices
-    # it is closed when a line arrives).
-    api = world.start(JOBS_EVENTS_KEEPALIVE_S="0.5")
+    # it is closed when a line arrives). Eleven streams per token: past the default cap.
+    api = world.start(JOBS_EVENTS_KEEPALIVE_S="0.5", JOBS_EVENTS_MAX_STREAMS_PER_TOKEN="20")
     first = world.stream(api, world.token_a)
     first.until("ready")
     wait_listeners(1)

@@ -35,6 +35,7 @@ JOB_FIELDS = {
     "priority",
     "snoozes",
     "waiting",
+    "truncated",
 }
 NOT_FOUND = {
     "type": "urn:jobs:problem:job-not-found",

@@ -179,6 +179,25 @@ def test_a_cached_answer_lives_ttl_from_before_its_lookup(clock: FakeClock) -> N
     assert tokens.lookups == 2
 
 
+def test_a_stream_rechecking_asks_for_an_answer_younger_than_its_period(
+    clock: FakeClock,
+) -> None:
+    # An event stream checks its token every third of the cache time with max_age_s = that: a
+    # revocation closes it within the cache time, and streams of one token share each lookup.
+    tokens = SlowStore(clock, seconds=0)
+    cache = TokenCache(tokens, clock, ttl_s=5)
+    token, _ = issue_token(tokens, "org-a", None, clock.now())
+    assert cache.org_for(hash_token(token)) == "org-a"
+    clock.advance(2.4)
+    assert cache.org_for(hash_token(token), max_age_s=2.5) == "org-a"
+    assert tokens.lookups == 1
+    revoke_token(tokens, token)
+    clock.advance(0.1)
+    assert cache.cached(hash_token(token)) == "org-a"  # requests: still within the cache time
+    assert cache.org_for(hash_token(token), max_age_s=2.5) is None  # the stream: asked again
+    assert tokens.lookups == 2
+
+
 def test_a_clock_that_steps_back_does_not_extend_a_cached_answer(clock: FakeClock) -> None:
     tokens = InMemoryTokenStore(clock)
     cache = TokenCache(tokens, clock, ttl_s=5)

@@ -63,6 +63,27 @@ def test_the_stderr_tail_keeps_the_last_lines_and_counts_the_rest() -> None:
     assert tail.text().startswith("[2 earlier lines dropped]")
 
 
+def test_the_worker_logs_the_head_of_stderr_and_counts_the_rest() -> None:
+    tail = protocol.StderrTail()
+    logged = [tail.add(f"line {index}") for index in range(protocol.LOG_LINES + 5)]
+    assert logged == [True] * protocol.LOG_LINES + [False] * 5
+    message = tail.unlogged()
+    assert message is not None
+    assert message.startswith("5 more stderr lines of the child were not logged")
+    wide = protocol.StderrTail()
+    assert sum(wide.add("w" * 1000) for _ in range(100)) == protocol.LOG_BYTES // 1000
+
+
+def test_an_oversized_checkpoint_line_is_too_long_never_quoted() -> None:
+    line = "CHECKPOINT:" + '{"a": "' + "x" * protocol.CHECKPOINT_MAX_BYTES + '"}'
+    with pytest.raises(protocol.LineTooLong) as refused:
+        protocol.parse_line(line)
+    assert "CHECKPOINT:" in str(refused.value)
+    assert "xxx" not in str(refused.value)
+    assert protocol.protocol_prefix(b"JOBCTX:{") == "JOBCTX:"
+    assert protocol.protocol_prefix(b"text") is None
+
+
 def test_the_checkpoint_of_an_earlier_attempt_is_read_from_the_progress() -> None:
     assert protocol.checkpoint_of({"done": 1, "checkpoint": {"row": 7}}) == {"row": 7}
     assert protocol.checkpoint_of({"done": 1}) is None

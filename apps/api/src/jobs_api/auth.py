@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from jobs_tokens import TokenCache, hash_token, is_well_formed
+from jobs_tokens import TokenCache, hash_session, hash_token, is_well_formed
 from starlette.concurrency import run_in_threadpool
 
 from jobs_api.problems import UNAUTHENTICATED_DETAIL
@@ -72,20 +72,25 @@ async def current_org(
     return await resolve_org(request, credentials)
 
 
-async def resolve_org(request: Request, credentials: HTTPAuthorizationCredentials | None) -> str:
+async def resolve_org(
+    request: Request,
+    credentials: HTTPAuthorizationCredentials | None,
+    max_age_s: float | None = None,
+) -> str:
     """:func:`current_org` without the org the guard left in the request state: a fresh answer,
-    for a long request (the event stream) that checks again that its token still holds."""
+    for a long request (the event stream) that checks again that its token still holds (with an
+    answer of the cache younger than ``max_age_s``, when given)."""
     if credentials is None:
         cookie = session_cookie(request)
-        session = None if cookie is None else await session_org(request, cookie)
+        session = None if cookie is None else await session_org(request, cookie, max_age_s)
         if session is None:
             raise _unauthenticated()
         return session
     token_hash = _token_hash(credentials)
     cache = _token_cache(request)
-    org_id = cache.cached(token_hash)
+    org_id = cache.cached(token_hash, max_age_s)
     if org_id is None:
-        org_id = await run_in_threadpool(cache.org_for, token_hash)
+        org_id = await run_in_threadpool(cache.org_for, token_hash, max_age_s)
     if org_id is None:
         raise _unauthenticated()
     return org_id
@@ -110,6 +115,16 @@ def current_org_blocking(
     if org_id is None:
         raise _unauthenticated()
     return org_id
+
+
+def credential_of(request: Request) -> str:
+    """What the request authenticates with, as a key no secret can be read from: the token's
+    hash, or the session cookie's (the event stream counts its open streams by it)."""
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return "token:" + hash_token(token.strip())
+    return "session:" + hash_session(session_cookie(request) or "")
 
 
 CurrentOrgDep = Annotated[str, Depends(current_org)]

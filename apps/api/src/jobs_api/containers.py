@@ -26,6 +26,7 @@ from jobs_tokens import (
 
 from jobs_api.events import EventHub
 from jobs_api.settings import ApiSettings
+from jobs_api.stream_limits import StreamLimits
 
 if TYPE_CHECKING:
     from jobs_core import Clock
@@ -185,6 +186,13 @@ class Container(containers.DeclarativeContainer):
         config.events_client_buffer,
     )
     """The one reader of the event feed of this process (docs/events.md)."""
+
+    stream_limits = providers.Singleton(
+        StreamLimits,
+        config.events_max_streams_per_token,
+        config.events_max_streams_per_org,
+    )
+    """The open event streams of this process per token or session and per org, capped."""
 
     module_settings = providers.Dependency(instance_of=dict, default={})
     """The settings the modules read (``JOBS_*`` names: the environment and this API's)."""

@@ -11,18 +11,14 @@ Decision 0013 says why it is built this way.
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
-import hashlib
-import hmac
+import contextlib
 import json
 import logging
-import os
-import struct
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Annotated
@@ -35,7 +31,8 @@ from jobs_core.events import EventFeed, JobEvent, Position, Present
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
-from jobs_api.auth import CurrentOrgDep, resolve_org
+from jobs_api.auth import CurrentOrgDep, credential_of, resolve_org
+from jobs_api.event_ids import EventIds
 from jobs_api.problems import problem_responses
 from jobs_api.schemas import JobOut, StatusFilter
 
@@ -55,49 +52,6 @@ SUBSCRIBE_WAIT_S = 10.0
 """How long a new stream waits for the hub's first read before a 503."""
 READ_COALESCE_S = 0.05
 """The shortest time between two reads of the feed by the hub."""
-
-
-# ---- opaque ids ------------------------------------------------------------------------------
-
-
-class EventIds:
-    """Event ids a client cannot read: the position, encrypted and authenticated.
-
-    ``nonce (8) | position XOR blake2b(enc_key, nonce) (16) | blake2b-MAC(mac_key) (10)`` in
-    URL-safe base64 (46 characters). The nonce is random per id, so an id tells nothing about
-    the position (nor about other orgs' changes between two ids); the MAC makes an altered or
-    made-up id fail to decode instead of pointing somewhere else in the log. The keys derive
-    from the feed's key, which every API process of a deployment shares.
-    """
-
-    def __init__(self, key: bytes) -> None:
-        self._enc = hashlib.blake2b(key, person=b"jobs-ev-enc").digest()[:32]
-        self._mac = hashlib.blake2b(key, person=b"jobs-ev-mac").digest()[:32]
-
-    def encode(self, position: Position) -> str:
-        """The id of ``position``."""
-        nonce = os.urandom(8)
-        plain = struct.pack(">QQ", position.xid, position.seq)
-        pad = hashlib.blake2b(nonce, key=self._enc, digest_size=16).digest()
-        cipher = bytes(a ^ b for a, b in zip(plain, pad, strict=True))
-        tag = hashlib.blake2b(nonce + cipher, key=self._mac, digest_size=10).digest()
-        return base64.urlsafe_b64encode(nonce + cipher + tag).decode()
-
-    def decode(self, raw: str) -> Position | None:
-        """The position of an id this deployment made, else None."""
-        try:
-            data = base64.urlsafe_b64decode(raw.encode("ascii"))
-        except (ValueError, UnicodeEncodeError):
-            return None
-        if len(data) != 34:
-            return None
-        nonce, cipher, tag = data[:8], data[8:24], data[24:]
-        expected = hashlib.blake2b(nonce + cipher, key=self._mac, digest_size=10).digest()
-        if not hmac.compare_digest(tag, expected):
-            return None
-        pad = hashlib.blake2b(nonce, key=self._enc, digest_size=16).digest()
-        xid, seq = struct.unpack(">QQ", bytes(a ^ b for a, b in zip(cipher, pad, strict=True)))
-        return Position(xid, seq)
 
 
 # ---- the hub ---------------------------------------------------------------------------------
@@ -367,9 +321,9 @@ class EventParams(BaseModel):
 _bearer = HTTPBearer(auto_error=False)
 
 
-async def _still_authorized(request: Request) -> bool:
+async def _still_authorized(request: Request, max_age_s: float) -> bool:
     try:
-        await resolve_org(request, await _bearer(request))
+        await resolve_org(request, await _bearer(request), max_age_s)
     except HTTPException:
         return False
     return True
@@ -393,7 +347,7 @@ def _container(request: Request) -> Container:
             "description": "An endless `text/event-stream` (docs/events.md).",
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
-        **problem_responses(401, 422, 503),
+        **problem_responses(401, 422, 429, 503),
     },
 )
 async def job_events(
@@ -416,9 +370,17 @@ async def job_events(
         buffer=hub.buffer,
     )
     keepalive_s = float(container.config.events_keepalive_s())
-    recheck_s = min(keepalive_s, max(float(container.config.api_token_cache_s()), 1.0))
+    # Checked every third of the cache time with an answer younger than that: a revoked
+    # token's or signed-out session's stream ends within two thirds of the cache time (at
+    # least 1 s in all), quiet or not, leaving a third for the lookup and the scheduling.
+    recheck_s = max(float(container.config.api_token_cache_s()), 1.0) / 3
     raw_id = last_event_id if last_event_id is not None else params.last_event_id
-    present = await hub.subscribe(subscriber)  # before the 200: a 503 can still be answered
+    release = container.stream_limits().acquire(org, credential_of(request))  # or a 429
+    try:
+        present = await hub.subscribe(subscriber)  # before the 200: a 503 can still be answered
+    except BaseException:
+        release()
+        raise
     stream = _stream(
         request,
         hub,
@@ -427,6 +389,7 @@ async def job_events(
         present=present,
         keepalive_s=keepalive_s,
         recheck_s=recheck_s,
+        release=release,
     )
     return StreamingResponse(
         stream,
@@ -444,6 +407,7 @@ async def _stream(
     present: Present,
     keepalive_s: float,
     recheck_s: float,
+    release: Callable[[], None],
 ) -> AsyncIterator[bytes]:
     ids = hub.ids
     try:
@@ -468,7 +432,7 @@ async def _stream(
                 skip_upto = max(skip_upto, cursor)
                 if frames:
                     yield frames
-        checked = time.monotonic()
+        checked = sent = time.monotonic()
         while True:
             if subscriber.resync_at is not None:
                 at, subscriber.resync_at = subscriber.resync_at, None
@@ -481,18 +445,24 @@ async def _stream(
             ]
             if chunk:
                 yield b"".join(chunk)
-                continue
-            subscriber.wake.clear()
-            try:
-                await asyncio.wait_for(subscriber.wake.wait(), timeout=keepalive_s)
-            except TimeoutError:
-                yield KEEPALIVE
+                sent = time.monotonic()
+            else:
+                # Quiet: wake for the next change, the keep-alive or the credential's check,
+                # whichever comes first (a quiet stream is checked on time too).
+                subscriber.wake.clear()
+                timeout = min(sent + keepalive_s, checked + recheck_s) - time.monotonic()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(subscriber.wake.wait(), timeout=max(timeout, 0))
+                if time.monotonic() - sent >= keepalive_s:
+                    yield KEEPALIVE
+                    sent = time.monotonic()
             if time.monotonic() - checked >= recheck_s:
                 checked = time.monotonic()
-                if not await _still_authorized(request):
+                if not await _still_authorized(request, recheck_s):
                     return  # signed out, or the token revoked: the stream ends
     finally:
         hub.unsubscribe(subscriber)
+        release()
 
 
 def _drain(queue: collections.deque[Encoded]) -> list[Encoded]:

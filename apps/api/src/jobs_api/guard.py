@@ -34,17 +34,13 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from jobs_api.auth import current_org, current_org_blocking
+from jobs_api.limits import DRAIN_LIMIT_BYTES, declared_body
 from jobs_api.problems import UNAUTHENTICATED_DETAIL
 
 log = logging.getLogger("jobs.api")
 
 ORG_STATE = "jobs_org"
 """The key of the authenticated org in the request state (``request.state.jobs_org``)."""
-
-DRAIN_LIMIT_BYTES = 64 * 1024
-"""A refused request whose declared body is at most this large keeps its connection (the server
-discards the small body after answering); a larger or chunked one is answered with
-``Connection: close``, so the server never reads a body it refused."""
 
 _ORG_DEPENDENCIES: frozenset[Callable[..., Any]] = frozenset({current_org, current_org_blocking})
 
@@ -54,20 +50,6 @@ def _depends_on_org(dependant: Dependant) -> bool:
         dependency.call in _ORG_DEPENDENCIES or _depends_on_org(dependency)
         for dependency in dependant.dependencies
     )
-
-
-def _declared_body(scope: Scope) -> int | None:
-    """The declared body length (0 without a body), or None for a chunked body."""
-    length = 0
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                length = int(value)
-            except ValueError:
-                return None
-        elif name == b"transfer-encoding":
-            return None
-    return length
 
 
 def _bearer_token(scope: Scope) -> str | None:
@@ -133,7 +115,7 @@ class AuthenticateFirst:
         await self.app(scope, authenticating_receive, send)
 
     async def _authenticate(self, scope: Scope) -> None:
-        declared = _declared_body(scope)
+        declared = declared_body(scope)
         close = {} if declared is not None and declared <= DRAIN_LIMIT_BYTES else _CLOSE
         token = _bearer_token(scope)
         org_id: str | None = None

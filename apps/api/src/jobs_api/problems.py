@@ -79,7 +79,7 @@ def problem(
         "type": f"urn:jobs:problem:{kind}" if kind else "about:blank",
         "title": HTTPStatus(status).phrase,
         "status": status,
-        "detail": detail,
+        "detail": clipped(detail, DETAIL_MAX_CHARS),
     }
     if errors is not None:
         body["errors"] = [_field_error(e) for e in errors]
@@ -87,12 +87,30 @@ def problem(
 
 
 def _field_error(error: Mapping[str, Any]) -> dict[str, Any]:
+    # Never the rejected value itself (pydantic's "input"), and no field name or message long
+    # enough to echo one: a 10 KB key or a message quoting a value is cut.
     loc = error.get("loc", [])
     return {
-        "loc": [part if isinstance(part, int) else str(part) for part in loc],
-        "msg": str(error.get("msg", "invalid")),
-        "type": str(error.get("type", "value_error")),
+        "loc": [
+            part if isinstance(part, int) else clipped(str(part), LOC_MAX_CHARS) for part in loc
+        ],
+        "msg": clipped(str(error.get("msg", "invalid")), MSG_MAX_CHARS),
+        "type": clipped(str(error.get("type", "value_error")), LOC_MAX_CHARS),
     }
+
+
+DETAIL_MAX_CHARS = 1000
+MSG_MAX_CHARS = 500
+LOC_MAX_CHARS = 100
+"""The most characters of a problem's ``detail``, of an error's ``msg``, and of a field name in
+its ``loc``: past them the text is cut and says how long it was (docs/http.md)."""
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -114,6 +132,7 @@ _DESCRIPTIONS = {
     409: "The job's state forbids this action, or its dedup key is held by another job.",
     413: "The request body is larger than the configured limit.",
     422: "The request is invalid; `errors` lists the rejected fields.",
+    429: "Over a cap (the detail names its setting); retry after `Retry-After` seconds.",
     503: "The job store cannot be reached; retry later.",
 }
 
@@ -125,14 +144,22 @@ def _http_error(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, StarletteHTTPException)
     detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
     if exc.status_code == 404 and detail == HTTPStatus.NOT_FOUND.phrase:
-        detail = f"no route for {request.url.path}"
+        detail = f"no route for {_shown_path(request)}"
     headers = dict(exc.headers or {})
     if exc.status_code == 405:
-        detail = f"{request.method} is not allowed on {request.url.path}"
+        detail = f"{request.method} is not allowed on {_shown_path(request)}"
         headers["Allow"] = ", ".join(_allowed_methods(request))
     return problem(
         exc.status_code, detail, kind=getattr(exc, "problem_kind", None), headers=headers
     )
+
+
+SHOWN_PATH_CHARS = 200
+"""The most characters of a request's path an error message quotes (never a whole long one)."""
+
+
+def _shown_path(request: Request) -> str:
+    return clipped(request.url.path, SHOWN_PATH_CHARS)
 
 
 def _allowed_methods(request: Request) -> list[str]:

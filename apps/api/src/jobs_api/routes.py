@@ -129,9 +129,14 @@ def enqueue(
     responses=problem_responses(401, 422, 500, 503),
 )
 def list_jobs(
-    org: CurrentOrgDep, service: ServiceDep, params: Annotated[ListParams, Query()]
+    org: CurrentOrgDep,
+    service: ServiceDep,
+    params: Annotated[ListParams, Query()],
+    request: Request,
 ) -> JobPage:
-    """One page of the org's jobs; ``next_cursor`` is null on the last page."""
+    """One page of the org's jobs; ``next_cursor`` is null on the last page. A payload,
+    progress or report larger than ``JOBS_LIST_FIELD_BYTES`` (its JSON) is null and named in
+    the job's ``truncated``; ``GET /jobs/{id}`` has it."""
     before = None
     if params.cursor is not None:
         try:
@@ -146,6 +151,8 @@ def list_jobs(
         type=params.type,
         limit=limit + 1,  # one more tells whether a next page exists
         before=before,
+        # Large values stay in the store: a page is at most limit x 3 x this, whatever the jobs.
+        field_bytes=int(_container(request).config.list_field_bytes()),
     )
     jobs = service.list_jobs(org, query)
     page, more = jobs[:limit], len(jobs) > limit

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Request, Response
 from jobs_core.retention import RetentionInvalid, RetentionSettings
 from jobs_core.schedules import (
+    TEXT_LIMITS,
     ScheduleDeclared,
     ScheduleExists,
     ScheduleInvalid,
@@ -40,15 +41,21 @@ class ScheduleIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Unique in the org: lowercase letters, digits, _ . : -")
-    type: str = Field(description="A public job type.")
-    cron: str = Field(description="5 fields, or 6 with the seconds first; e.g. `0 4 * * *`.")
-    timezone: str = "UTC"
+    name: str = Field(
+        max_length=TEXT_LIMITS["name"],
+        description="Unique in the org: lowercase letters, digits, _ . : -",
+    )
+    type: str = Field(max_length=TEXT_LIMITS["job_type"], description="A public job type.")
+    cron: str = Field(
+        max_length=TEXT_LIMITS["cron"],
+        description="5 fields, or 6 with the seconds first; e.g. `0 4 * * *`.",
+    )
+    timezone: str = Field(default="UTC", max_length=TEXT_LIMITS["timezone"])
     payload: dict[str, Any] = Field(default_factory=dict)
     enabled: bool = True
     missed: Literal["skip", "once", "each"] = "once"
     max_catchup: int = 10
-    description: str = ""
+    description: str = Field(default="", max_length=TEXT_LIMITS["description"])
 
 
 class ScheduleChange(BaseModel):
@@ -56,15 +63,15 @@ class ScheduleChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = None
-    type: str | None = None
-    cron: str | None = None
-    timezone: str | None = None
+    name: str | None = Field(default=None, max_length=TEXT_LIMITS["name"])
+    type: str | None = Field(default=None, max_length=TEXT_LIMITS["job_type"])
+    cron: str | None = Field(default=None, max_length=TEXT_LIMITS["cron"])
+    timezone: str | None = Field(default=None, max_length=TEXT_LIMITS["timezone"])
     payload: dict[str, Any] | None = None
     enabled: bool | None = None
     missed: Literal["skip", "once", "each"] | None = None
     max_catchup: int | None = None
-    description: str | None = None
+    description: str | None = Field(default=None, max_length=TEXT_LIMITS["description"])
 
 
 class ScheduleOut(BaseModel):
@@ -142,7 +149,12 @@ def _not_found(name: str) -> Response:
 
 
 def _refused(error: Exception) -> Response:
-    return problem(422, str(error), kind="schedule-invalid")
+    field = getattr(error, "field", None)
+    errors = None
+    if field is not None:  # the field at fault, as the request names it
+        loc = ["body", "type" if field == "job_type" else field]
+        errors = [{"loc": loc, "msg": str(error), "type": "value_error"}]
+    return problem(422, str(error), kind="schedule-invalid", errors=errors)
 
 
 def _fields(body: BaseModel) -> dict[str, Any]:

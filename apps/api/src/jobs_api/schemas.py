@@ -6,11 +6,13 @@ import base64
 import binascii
 import enum
 import uuid
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from jobs_core import ACTIVE, FINISHED, Job, Status
 from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
+from jobs_core.listing import Elided, elided_fields
 from jobs_core.waiting import WaitReason
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,12 +33,15 @@ class JobOut(BaseModel):
     ``payload`` is the job's payload as its type's schema normalized it (what a person needs to
     tell jobs of one type apart). ``dedup_key`` is the key the job was enqueued with (kept after
     the key is released, so a client recognises its job). The worker's ``lease`` and the
-    ``org_id`` are never shown.
+    ``org_id`` are never shown. In a list (``GET /jobs``), a payload, progress or report whose
+    JSON is larger than ``JOBS_LIST_FIELD_BYTES`` is null and named in ``truncated``.
     """
 
     id: uuid.UUID
     type: str
-    payload: dict[str, Any]
+    payload: dict[str, Any] | None = Field(
+        description="null only in a list, when named in `truncated`: read it at GET /jobs/{id}."
+    )
     status: Status
     progress: dict[str, Any] | None
     report: dict[str, Any] | None
@@ -55,17 +60,25 @@ class JobOut(BaseModel):
         default=None,
         description="For a queued job read alone (GET /jobs/{id}): why it has not started yet.",
     )
+    truncated: list[str] = Field(
+        default_factory=list,
+        description=(
+            "The fields (`payload`, `progress`, `report`) left out of this list, null here "
+            "because their JSON is larger than JOBS_LIST_FIELD_BYTES: GET /jobs/{id} has them."
+        ),
+    )
 
     @classmethod
     def of(cls, job: Job, waiting: list[WaitReason] | None = None) -> JobOut:
         """The representation of a domain job (with why it waits, when given)."""
+        left_out = elided_fields(job)
         return cls(
             id=job.id,
             type=job.type,
-            payload=dict(job.payload),
+            payload=_whole(job.payload),
             status=job.status,
-            progress=None if job.progress is None else dict(job.progress),
-            report=None if job.report is None else dict(job.report),
+            progress=_whole(job.progress),
+            report=_whole(job.report),
             error=job.error,
             created_at=job.created_at,
             started_at=job.started_at,
@@ -80,7 +93,13 @@ class JobOut(BaseModel):
             waiting=None
             if waiting is None
             else [WaitingOut(code=r.code, message=r.message) for r in waiting],
+            truncated=left_out,
         )
+
+
+def _whole(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A job's document as shown: None when absent or left out of a list (``Elided``)."""
+    return None if value is None or isinstance(value, Elided) else dict(value)
 
 
 class EnqueueIn(BaseModel):

@@ -50,16 +50,17 @@ class CsrfRejected(Exception):
     """A cookie-authenticated write without the right ``X-CSRF-Token``."""
 
 
-async def session_org(request: Request, cookie: str) -> str | None:
+async def session_org(request: Request, cookie: str, max_age_s: float | None = None) -> str | None:
     """The org of the request's session, or None; raises :class:`CsrfRejected` for a write
-    (not GET/HEAD/OPTIONS) without the session's CSRF token."""
+    (not GET/HEAD/OPTIONS) without the session's CSRF token. ``max_age_s``: see
+    :meth:`jobs_tokens.TokenCache.cached`."""
     from starlette.concurrency import run_in_threadpool
 
     cache = _container(request).session_cache()
     session_hash = hash_session(cookie)
-    org_id = cache.cached(session_hash)
+    org_id = cache.cached(session_hash, max_age_s)
     if org_id is None:
-        org_id = await run_in_threadpool(cache.org_for, session_hash)
+        org_id = await run_in_threadpool(cache.org_for, session_hash, max_age_s)
     if org_id is None:
         return None
     if request.method not in SAFE_METHODS:

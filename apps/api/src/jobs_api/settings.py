@@ -31,13 +31,16 @@ class ApiSettings(BaseSettings):
     - ``JOBS_MAX_BODY_BYTES``: request bodies larger than this are refused with 413.
     - ``JOBS_MAX_UPLOAD_BYTES``: the largest file ``POST /imports/csv`` accepts (413 beyond);
       uploads are stored under ``JOBS_DATA_DIR``, which the workers must share.
+    - ``JOBS_LIST_FIELD_BYTES``: in ``GET /jobs``, a job's payload, progress or report whose
+      JSON is larger is left out (null, named in ``truncated``); ``GET /jobs/{id}`` has it.
     - ``JOBS_API_TOKEN_CACHE_S``: how long the API trusts a token it has found live without
       asking the token store again (``0``: ask on every request). A revocation takes effect
       within this time (decision 0005).
     - ``JOBS_API_THREADS``: the threads that run the routes' blocking calls; the engine's pool
       holds as many connections, so none is opened and closed per request under load.
     - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
-      stream (docs/events.md).
+      stream (docs/events.md), its caps ``JOBS_EVENTS_MAX_STREAMS_PER_TOKEN`` (a token or a
+      session) and ``_PER_ORG``, per API process (429 past them).
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -51,6 +54,7 @@ class ApiSettings(BaseSettings):
     allow_private_urls: bool = False
     max_body_bytes: int = Field(default=MIB, ge=1)
     max_upload_bytes: int = Field(default=512 * MIB, ge=1)
+    list_field_bytes: int = Field(default=16 * 1024, ge=256)
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=0, le=65535)
     api_token_cache_s: float = Field(default=5.0, ge=0)
@@ -63,6 +67,8 @@ class ApiSettings(BaseSettings):
     events_client_buffer: int = Field(default=1000, ge=1)
     events_poll_s: float = Field(default=0.1, gt=0, le=10)
     events_retention_s: float = Field(default=3600.0, gt=0)
+    events_max_streams_per_token: int = Field(default=10, ge=1)
+    events_max_streams_per_org: int = Field(default=100, ge=1)
     operator_orgs: str = ""
     """Comma-separated orgs whose tokens may change the retention settings over HTTP."""
 

@@ -156,7 +156,10 @@ class _Attempt:
         self.tail = protocol.StderrTail()
         self.stdout = bytearray()
         self.stdout_overflow = False
+        self.stdout_bytes = 0
         self._stderr_buffer = b""
+        self._skipping = False  # inside a text line past LINE_MAX_BYTES: skipped to its end
+        self._broken: str | None = None  # a protocol line too long: the attempt fails
         self._fraction = 0.0
         self._stage = ""
         self._checkpoint: dict[str, Any] | None = None
@@ -240,6 +243,8 @@ class _Attempt:
                 if stopped_for is None:
                     if self.ctx.cancelled:
                         stopped_for = "cancelled"
+                    elif self._broken is not None:
+                        stopped_for = "broken"
                     elif deadline is not None and now >= deadline:
                         stopped_for = "timeout"
                     if stopped_for is not None:
@@ -289,6 +294,7 @@ class _Attempt:
 
     # -- streams --------------------------------------------------------------------------------
     def _on_stdout(self, data: bytes) -> None:
+        self.stdout_bytes += len(data)  # past the limit: counted, never kept
         room = protocol.REPORT_MAX_BYTES + 1 - len(self.stdout)
         if room > 0:
             self.stdout += data[:room]
@@ -296,13 +302,25 @@ class _Attempt:
             self.stdout_overflow = True
 
     def _on_stderr(self, data: bytes, *, final: bool = False) -> None:
+        if self._skipping or self._broken is not None:  # the rest of an over-long line
+            end = data.find(b"\n") if self._broken is None else -1
+            self.tail.skipped_bytes += len(data) if end < 0 else end
+            if end < 0:
+                return
+            self._skipping, data = False, data[end + 1 :]
         buffer = self._stderr_buffer + data
         *lines, rest = buffer.split(b"\n")
         if final and rest:
             lines.append(rest)
             rest = b""
-        if len(rest) > protocol.CHECKPOINT_MAX_BYTES * 2:  # a line that never ends
-            lines.append(rest)
+        if len(rest) > protocol.LINE_MAX_BYTES:  # a line too long to read whole
+            prefix = protocol.protocol_prefix(rest)
+            if prefix is not None:
+                self._broken = protocol.too_long(prefix, len(rest))
+            else:
+                lines.append(rest[: protocol.LINE_MAX_CHARS * 4])  # its start, as text
+                self._skipping = True
+                self.tail.skipped_bytes += len(rest) - protocol.LINE_MAX_CHARS * 4
             rest = b""
         self._stderr_buffer = rest
         for raw in lines:
@@ -311,13 +329,15 @@ class _Attempt:
     def _on_line(self, text: str) -> None:
         try:
             line = protocol.parse_line(text)
+        except protocol.LineTooLong as error:
+            self._broken = str(error)
+            return
         except protocol.ProtocolError as error:
-            self.tail.add(text[: protocol.LINE_MAX_CHARS])
-            self.ctx.logger.warning("job %s: %s", self.ctx.job.id, error)
+            if self.tail.add(text[: protocol.LINE_MAX_CHARS]):
+                self.ctx.logger.warning("job %s: %s", self.ctx.job.id, error)
             return
         if isinstance(line, protocol.Text):
-            if line.text:
-                self.tail.add(line.text)
+            if line.text and self.tail.add(line.text):
                 self.ctx.logger.info("job %s child: %s", self.ctx.job.id, line.text)
         elif isinstance(line, protocol.Progress):
             self._fraction, self._stage = line.fraction, line.stage
@@ -344,6 +364,12 @@ class _Attempt:
     def _outcome(self, returncode: int, stopped_for: str | None) -> dict[str, Any]:
         tail = self.tail.text()
         exit_text = protocol.describe_exit(returncode)
+        unlogged = self.tail.unlogged()
+        if unlogged is not None:
+            self.ctx.logger.warning("job %s: %s", self.ctx.job.id, unlogged)
+        if stopped_for == "broken":
+            assert self._broken is not None
+            raise protocol.ChildFailed(f"{self._broken} (child {exit_text})", tail)
         if stopped_for == "cancelled":
             raise JobCancelled(f"{self.ctx.cancel_message or 'cancelled'} (child {exit_text})")
         if stopped_for == "timeout":
@@ -360,7 +386,9 @@ class _Attempt:
             raise protocol.ChildFailed(summary, tail, returncode=returncode)
         if self.stdout_overflow:
             raise protocol.ChildFailed(
-                f"the report on stdout is larger than {protocol.REPORT_MAX_BYTES} bytes", tail
+                f"the report on stdout is {self.stdout_bytes} bytes, larger than "
+                f"{protocol.REPORT_MAX_BYTES}: report a reference to large results",
+                tail,
             )
         try:
             return protocol.parse_report(bytes(self.stdout))

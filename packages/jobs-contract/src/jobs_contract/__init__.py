@@ -44,6 +44,7 @@ PARTS = (
     "jobs_contract.transitions",
     "jobs_contract.end_hooks",
     "jobs_contract.checkpoint",
+    "jobs_contract.listing",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
@@ -57,7 +58,11 @@ ROLES = {
         "jobs_contract.checkpoint",
     ),
     "jobs_core.ports.Recovery": ("jobs_contract.sweep", "jobs_contract.end_hooks"),
-    "jobs_core.ports.OrgJobs": ("jobs_contract.org_jobs", "jobs_contract.flow_control"),
+    "jobs_core.ports.OrgJobs": (
+        "jobs_contract.org_jobs",
+        "jobs_contract.flow_control",
+        "jobs_contract.listing",
+    ),
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
     "jobs_core.events.EventFeed": ("jobs_contract.events",),

@@ -20,6 +20,7 @@ from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
+from jobs_core.listing import elide
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -339,7 +340,7 @@ class InMemoryJobStore:
                 and (query.before is None or (j.created_at, j.id) < query.before)
             ]
         rows.sort(key=_queue_order, reverse=True)
-        return rows[: max(0, query.limit)]
+        return [elide(job, query.field_bytes) for job in rows[: max(0, query.limit)]]
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status."""

@@ -49,6 +49,9 @@ class JobFilter:
     type: str | None = None
     limit: int = 50
     before: tuple[datetime, uuid.UUID] | None = None
+    field_bytes: int | None = None
+    """Payloads, progress and reports whose JSON text is larger come back as
+    :class:`jobs_core.listing.Elided` (None: every value whole)."""
 
 
 @dataclass(frozen=True, slots=True)

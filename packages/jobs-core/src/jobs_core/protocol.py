@@ -43,10 +43,39 @@ LINE_MAX_CHARS = 1000
 TAIL_LINES = 40
 REPORT_MAX_BYTES = 1_048_576
 CHECKPOINT_MAX_BYTES = 65_536
+LINE_MAX_BYTES = 2 * CHECKPOINT_MAX_BYTES
+"""The longest stderr line read whole: a protocol line past it fails the attempt; a text line
+past it is cut (its first LINE_MAX_CHARS kept) and the rest skipped, counted."""
+LOG_LINES = 100
+LOG_BYTES = 64 * 1024
+"""Of a child's stderr text, the worker logs the first LOG_LINES lines (LOG_BYTES at most) and
+counts the rest; the last TAIL_LINES go into the job's error either way."""
+PREFIXES = ("PROGRESS:", "CHECKPOINT:", "JOBCTX:")
+
+
+def protocol_prefix(raw: bytes) -> str | None:
+    """The protocol prefix ``raw`` (the start of a stderr line) begins with, if any."""
+    for prefix in PREFIXES:
+        if raw.startswith(prefix.encode()):
+            return prefix
+    return None
+
+
+def too_long(prefix: str, size: int) -> str:
+    """Why a protocol line of ``size`` bytes or more fails the attempt."""
+    return (
+        f"the child wrote a {prefix} line of {size} bytes or more on stderr: a protocol line is "
+        f"at most {LINE_MAX_BYTES} bytes (a checkpoint at most {CHECKPOINT_MAX_BYTES}); keep "
+        "large state out of the protocol (docs/subprocess-protocol.md)"
+    )
 
 
 class ProtocolError(ValueError):
     """A line or a document that breaks the protocol (the message says what was expected)."""
+
+
+class LineTooLong(ProtocolError):
+    """A protocol line over its limit: the attempt fails (never kept or logged whole)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +118,9 @@ def parse_line(raw: str) -> Line:
     if line.startswith(PROGRESS_PREFIX):
         return parse_progress(line[len(PROGRESS_PREFIX) :])
     if line.startswith(CHECKPOINT_PREFIX):
-        state = _json_object(line[len(CHECKPOINT_PREFIX) :], "CHECKPOINT:")
         if len(line) > CHECKPOINT_MAX_BYTES:
-            raise ProtocolError(f"CHECKPOINT: larger than {CHECKPOINT_MAX_BYTES} bytes")
-        return Checkpoint(state)
+            raise LineTooLong(too_long(CHECKPOINT_PREFIX, len(line)))
+        return Checkpoint(_json_object(line[len(CHECKPOINT_PREFIX) :], "CHECKPOINT:"))
     if line.startswith(CONTEXT_PREFIX):
         document = _json_object(line[len(CONTEXT_PREFIX) :], "JOBCTX:")
         progress = document.get("progress")
@@ -207,16 +235,29 @@ def signal_name(number: int) -> str:
 
 
 class StderrTail:
-    """The last ``limit`` non-protocol lines of a child's stderr."""
+    """The last ``limit`` non-protocol lines of a child's stderr, and which of its lines the
+    worker logs: the first :data:`LOG_LINES` (:data:`LOG_BYTES` at most), the rest counted."""
 
     def __init__(self, limit: int = TAIL_LINES) -> None:
         self._lines: deque[str] = deque(maxlen=limit)
         self.dropped = 0
+        self.logged_bytes = 0
+        self.logged_lines = 0
+        self.unlogged_lines = 0
+        self.skipped_bytes = 0
+        """Bytes of over-long text lines past their first LINE_MAX_BYTES: never read whole."""
 
-    def add(self, line: str) -> None:
+    def add(self, line: str) -> bool:
+        """Keep ``line`` in the tail; whether the worker may still log it."""
         if len(self._lines) == self._lines.maxlen:
             self.dropped += 1
         self._lines.append(line)
+        if self.logged_lines < LOG_LINES and self.logged_bytes + len(line) <= LOG_BYTES:
+            self.logged_lines += 1
+            self.logged_bytes += len(line)
+            return True
+        self.unlogged_lines += 1
+        return False
 
     def lines(self) -> list[str]:
         return list(self._lines)
@@ -224,6 +265,20 @@ class StderrTail:
     def text(self) -> str:
         head = f"[{self.dropped} earlier lines dropped]\n" if self.dropped else ""
         return head + "\n".join(self._lines)
+
+    def unlogged(self) -> str | None:
+        """What the worker left out of its log, said once at the end (None: nothing)."""
+        if not self.unlogged_lines and not self.skipped_bytes:
+            return None
+        return (
+            f"{self.unlogged_lines} more stderr lines of the child were not logged (the first "
+            f"{self.logged_lines} were; the last {len(self._lines)} are in the job's error)"
+            + (
+                f"; {self.skipped_bytes} bytes of over-long lines skipped"
+                if self.skipped_bytes
+                else ""
+            )
+        )
 
 
 class ChildFailed(Exception):

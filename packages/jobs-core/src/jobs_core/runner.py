@@ -21,7 +21,6 @@ import asyncio
 import inspect
 import logging
 import threading
-import traceback
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -31,6 +30,7 @@ from jobs_core.domain import Cancelled, CancelReason, Done, Failed, Job, Outcome
 from jobs_core.errors import JobCancelled, JobTimeout, Snooze, UnknownJobType
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
+from jobs_core.tracebacks import handler_traceback
 
 log = logging.getLogger("jobs.runner")
 
@@ -144,7 +144,8 @@ def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: date
     report = {
         "exception_type": type(error).__qualname__,
         "message": str(error)[:_TRACEBACK_MAX_CHARS],
-        "traceback": "".join(traceback.format_exception(error))[-_TRACEBACK_MAX_CHARS:],
+        # The handler's frames only, paths relative to their package: a tenant reads this.
+        "traceback": handler_traceback(error, _TRACEBACK_MAX_CHARS),
         "attempt": job.attempts,
     }
     if job_type.retry.is_retryable(error) and job.attempts < job.max_attempts:

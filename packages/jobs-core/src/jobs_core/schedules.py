@@ -50,8 +50,24 @@ class MissedPolicy(StrEnum):
     EACH = "each"
 
 
+TEXT_LIMITS: dict[str, int] = {
+    "name": 100,
+    "job_type": 100,
+    "cron": 200,
+    "timezone": 64,
+    "description": 2000,
+}
+"""The most characters of each text field of a schedule (docs/schedules.md): checked before
+anything else reads the value, so no message ever quotes a longer one."""
+
+
 class ScheduleInvalid(JobsError, ValueError):
-    """The schedule is invalid; the message says which field and why."""
+    """The schedule is invalid; the message says which field and why (``field`` names it when
+    one field is at fault)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ScheduleNotFound(JobsError):
@@ -99,6 +115,13 @@ class Schedule:
     description: str = ""
 
     def __post_init__(self) -> None:
+        for name, limit in TEXT_LIMITS.items():
+            value = getattr(self, name)
+            if isinstance(value, str) and len(value) > limit:
+                raise ScheduleInvalid(
+                    f"{name} is {len(value)} characters long; at most {limit} are allowed",
+                    field=name,
+                )
         if not SCHEDULE_NAME.match(self.name):
             raise ScheduleInvalid(
                 f"schedule name {self.name!r} must match {SCHEDULE_NAME.pattern} "

@@ -12,6 +12,7 @@ from typing import Any
 
 from jobs_core import codec, domain
 from jobs_core.domain import DedupScope, Job, Patch, Status
+from jobs_core.listing import Elided
 from sqlalchemy import Connection
 
 from jobs_postgres import sql
@@ -41,6 +42,19 @@ def job_from_row(row: Sequence[Any]) -> Job:
     values[_STATUS_AT] = STATUS_OF[values[_STATUS_AT]]
     values[_SCOPE_AT] = _SCOPE[values[_SCOPE_AT]]
     return Job(*values)
+
+
+def listed_row(row: Sequence[Any]) -> Job:
+    """A row of a bounded list (:func:`sql.list_jobs` with ``field_bytes``): the job, with its
+    values too large to list as :class:`~jobs_core.listing.Elided`."""
+    width = len(sql.COLUMNS)
+    job = job_from_row(row[:width])
+    elided = {
+        name: Elided(int(size))
+        for name, size in zip(sql.LISTED_SIZES, row[width:], strict=True)
+        if size is not None
+    }
+    return dataclasses.replace(job, **elided) if elided else job  # type: ignore[arg-type]
 
 
 def locked_job(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:

@@ -18,8 +18,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import ColumnElement, Select, TextClause, select, text, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Text,
+    TextClause,
+    case,
+    cast,
+    func,
+    literal,
+    null,
+    select,
+    text,
+    true,
+    tuple_,
+)
 
 from jobs_postgres.schema import EVENT_JOB_COLUMNS, jobs
 
@@ -414,15 +429,26 @@ DELETE = text("DELETE FROM jobs WHERE id = :id AND org_id = :org_id")
 STATS = text("SELECT status, count(*) FROM jobs WHERE org_id = :org_id GROUP BY status")
 
 
+LISTED_SIZES: tuple[str, ...] = ("payload", "progress", "report")
+"""The columns a bounded list leaves out when too large (``jobs_core.listing.LISTED_FIELDS``)."""
+
+
 def list_jobs(
     org_id: str | None,
     statuses: Sequence[str] | None,
     type_name: str | None,
     before: tuple[datetime, object] | None,
     limit: int,
+    *,
+    field_bytes: int | None = None,
 ) -> Select[tuple[object, ...]]:
     """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id); with
     ``org_id`` None, the jobs of every org (an operator's read: the CLI's ``jobs ls``).
+
+    With ``field_bytes``, each of payload, progress and report whose JSON text is larger is
+    NULL, and the row ends with the three sizes (:data:`LISTED_SIZES`; NULL for a value kept):
+    a large value never leaves the database (``jobs_core.listing``). The sizes are computed
+    only for the rows of the page (the projection runs under the LIMIT).
 
     Index: jobs_org_type_created_idx with a type, jobs_org_created_idx without; both are in
     (created_at DESC, id DESC) order after the equality columns, so the page is read in order
@@ -437,7 +463,27 @@ def list_jobs(
         conditions.append(jobs.c.type == type_name)
     if before is not None:
         conditions.append(tuple_(jobs.c.created_at, jobs.c.id) < tuple_(*before))
-    columns = [jobs.c[name] for name in COLUMNS]
+    columns: list[ColumnElement[Any]] = [jobs.c[name] for name in COLUMNS]
+    if field_bytes is not None:
+        sizes = (
+            select(*(func.octet_length(cast(jobs.c[n], Text)).label(n) for n in LISTED_SIZES))
+            .correlate(jobs)
+            .lateral("sizes")
+        )
+        cap = literal(field_bytes)
+        columns = [
+            case((sizes.c[name] > cap, null()), else_=jobs.c[name]).label(name)
+            if name in LISTED_SIZES
+            else jobs.c[name]
+            for name in COLUMNS
+        ] + [case((sizes.c[n] > cap, sizes.c[n]), else_=null()) for n in LISTED_SIZES]
+        return (
+            select(*columns)
+            .select_from(jobs.join(sizes, true()))
+            .where(*conditions)
+            .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
+            .limit(limit)
+        )
     return (
         select(*columns)
         .where(*conditions)

@@ -32,11 +32,13 @@ from sqlalchemy import Connection, exc
 from jobs_postgres import claims, flow, sql
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
+from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
     STATUS_OF,
     document_json,
     has_sweep_patches,
     job_from_row,
+    listed_row,
     locked_job,
     patches_json,
     save_job,
@@ -50,7 +52,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(WorkerRegistryRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises
@@ -382,38 +384,6 @@ class PostgresJobStore(WorkerRegistryRows):
             results[row[0]] = job_from_row(row[1:])
         return results
 
-    def take_end_hooks(
-        self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
-    ) -> list[Job]:
-        """Up to ``limit`` jobs of ``types`` whose end hook is due, each due again at
-        ``retry_at`` (SKIP LOCKED: none to two callers)."""
-        if limit <= 0 or not types:
-            return []
-        rows = self._rows(
-            sql.TAKE_END_HOOKS,
-            {"types": list(types), "limit": limit, "now": now, "retry_at": retry_at},
-        )
-        return sorted(
-            (job_from_row(row) for row in rows), key=lambda job: (job.finished_at, job.id)
-        )
-
-    def end_hooks_done(self, jobs: Sequence[Job]) -> None:
-        """Clear the due hooks of ``jobs`` that still have the same ending."""
-        if not jobs:
-            return
-        with self._statement() as conn:
-            conn.execute(
-                sql.END_HOOKS_DONE,
-                {"ids": [job.id for job in jobs], "ends": [job.finished_at for job in jobs]},
-            )
-
-    def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
-        """Running jobs whose last sign of life is older than ``stale_before``."""
-        if limit <= 0:
-            return []
-        rows = self._rows(sql.FIND_STALE, {"stale_before": stale_before, "limit": limit})
-        return [job_from_row(row) for row in rows]
-
     # -- org-scoped reads and actions ---------------------------------------------------------
     def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
         """The org's job, or None."""
@@ -422,11 +392,20 @@ class PostgresJobStore(WorkerRegistryRows):
 
     def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
         """The org's jobs matching ``query``, newest first."""
+        return self._listing(org_id, query)
+
+    def _listing(self, org_id: str | None, query: JobFilter) -> list[Job]:
+        """The jobs of the org (of every org for None) matching ``query``, newest first, in one
+        statement; values over ``query.field_bytes`` left out by the query (``listed_row``)."""
         if query.limit <= 0:
             return []
         statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
-        statement = sql.list_jobs(org_id, statuses, query.type, query.before, query.limit)
-        return self._retried(lambda conn, _: [job_from_row(row) for row in conn.execute(statement)])
+        cap = query.field_bytes
+        statement = sql.list_jobs(
+            org_id, statuses, query.type, query.before, query.limit, field_bytes=cap
+        )
+        as_job = job_from_row if cap is None else listed_row
+        return self._retried(lambda conn, _: [as_job(row) for row in conn.execute(statement)])
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Job count per status for the org (every status present, zero included)."""
@@ -493,8 +472,4 @@ class PostgresJobStore(WorkerRegistryRows):
 
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org matching ``query``, newest first, in one statement."""
-        if query.limit <= 0:
-            return []
-        statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
-        statement = sql.list_jobs(None, statuses, query.type, query.before, query.limit)
-        return self._retried(lambda conn, _: [job_from_row(row) for row in conn.execute(statement)])
+        return self._listing(None, query)

@@ -351,23 +351,28 @@ class TokenCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def cached(self, token_hash: str) -> str | None:
-        """The org of a token found live less than ``ttl_s`` ago, else None (never blocks on
+    def cached(self, token_hash: str, max_age_s: float | None = None) -> str | None:
+        """The org of a token found live less than ``ttl_s`` ago (less than ``max_age_s`` ago
+        when given: a long request checking its credential again), else None (never blocks on
         the store: safe to call on the event loop)."""
         entry = self._entries.get(token_hash)
         if entry is None:
             return None
         org_id, made_at, expires_at = entry
-        if made_at <= self._clock.now() < expires_at:
+        now = self._clock.now()
+        if made_at <= now < expires_at:
+            if max_age_s is not None and now - made_at >= timedelta(seconds=max_age_s):
+                return None  # too old for this caller; still good for the others
             return org_id
         with self._lock:
             if self._entries.get(token_hash) is entry:
                 del self._entries[token_hash]
         return None
 
-    def org_for(self, token_hash: str) -> str | None:
-        """The org of a live token: remembered, else asked of the store (blocking)."""
-        org_id = self.cached(token_hash)
+    def org_for(self, token_hash: str, max_age_s: float | None = None) -> str | None:
+        """The org of a live token: remembered (for less than ``max_age_s`` when given), else
+        asked of the store (blocking)."""
+        org_id = self.cached(token_hash, max_age_s)
         if org_id is not None:
             return org_id
         if not self._ttl:
