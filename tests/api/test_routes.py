@@ -604,6 +604,7 @@ async def test_openapi_documents_every_route_with_models_and_problems(
         ("POST", "/session"),
         ("GET", "/session"),
         ("DELETE", "/session"),
+        ("GET", "/quotas"),
     }
     problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
     for (method, path), operation in operations.items():

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs_core.clock import SystemClock
 from jobs_core.domain import Job, NewJob
@@ -32,6 +32,9 @@ from jobs_core.schedules import (
     plan_firing,
     validate_schedule,
 )
+
+if TYPE_CHECKING:
+    from jobs_core.quota_service import QuotaService
 
 CODE = "code"
 API = "api"
@@ -53,10 +56,18 @@ class ScheduleStore(Protocol):
     """Where schedules live. Reads and changes are org-scoped; ``fire_due`` is the scheduler's."""
 
     def add(
-        self, schedule: Schedule, source: str, next_run_at: datetime, now: datetime
+        self,
+        schedule: Schedule,
+        source: str,
+        next_run_at: datetime,
+        now: datetime,
+        *,
+        max_count: int | None = None,
     ) -> ScheduleState:
         """Store a new schedule; :class:`~jobs_core.schedules.ScheduleExists` if the org has
-        one of that name."""
+        one of that name. With ``max_count``, :class:`~jobs_core.quotas.QuotaExceeded`
+        (:func:`~jobs_core.quotas.schedules_exceeded`) if the org already holds that many
+        run-time schedules, counted and inserted atomically (concurrent adds cannot pass it)."""
         ...
 
     def get(self, org_id: str, name: str) -> ScheduleState | None:
@@ -120,11 +131,27 @@ class ScheduleService:
         self.clock: Clock = clock or SystemClock()
 
     # -- operator and org actions ---------------------------------------------------------------
-    def create(self, schedule: Schedule) -> ScheduleState:
-        """Store a new run-time schedule (validated: cron, zone, type, payload)."""
+    def create(
+        self, schedule: Schedule, *, quotas: QuotaService | None = None, operator: bool = False
+    ) -> ScheduleState:
+        """Store a new run-time schedule (validated: cron, zone, type, payload).
+
+        With ``quotas`` (a tenant's request), under the org's quotas too: its count of
+        schedules, and its shortest interval unless ``operator`` or the type is internal."""
         self._validate(schedule)
+        max_count = self._quota_checks(schedule, quotas, operator)
         now = self.clock.now()
-        return self.store.add(schedule, API, first_run_at(schedule, now, self.cron), now)
+        return self.store.add(
+            schedule, API, first_run_at(schedule, now, self.cron), now, max_count=max_count
+        )
+
+    def _quota_checks(
+        self, schedule: Schedule, quotas: QuotaService | None, operator: bool
+    ) -> int | None:
+        if quotas is None:
+            return None
+        internal = not self.registry.get(schedule.job_type).public
+        return quotas.check_schedule(schedule, self.cron, exempt=operator or internal)
 
     def get(self, org_id: str, name: str) -> ScheduleState:
         """The org's schedule; :class:`ScheduleNotFound` if absent."""
@@ -137,9 +164,19 @@ class ScheduleService:
         """The org's schedules (every org's with None)."""
         return self.store.list_schedules(org_id)
 
-    def update(self, org_id: str, name: str, changes: Mapping[str, Any]) -> ScheduleState:
+    def update(
+        self,
+        org_id: str,
+        name: str,
+        changes: Mapping[str, Any],
+        *,
+        quotas: QuotaService | None = None,
+        operator: bool = False,
+    ) -> ScheduleState:
         """Change fields of a run-time schedule. A schedule declared in code changes only its
-        ``enabled`` flag here (the rest comes from the code at each start)."""
+        ``enabled`` flag here (the rest comes from the code at each start). With ``quotas``, a
+        new cron expression, zone or type is held to the org's shortest interval (as
+        :meth:`create`)."""
         state = self.get(org_id, name)
         allowed = {f.name for f in dataclasses.fields(Schedule)} - {"org_id"}
         unknown = set(changes) - allowed
@@ -157,6 +194,12 @@ class ScheduleService:
         except (TypeError, ValueError) as error:
             raise ScheduleInvalid(str(error)) from None
         self._validate(updated)
+        if (updated.cron, updated.timezone, updated.job_type) != (
+            state.schedule.cron,
+            state.schedule.timezone,
+            state.schedule.job_type,
+        ):
+            self._quota_checks(updated, quotas, operator)
         now = self.clock.now()
         timing_changed = (
             updated.cron != state.schedule.cron
