@@ -4,10 +4,12 @@ quotas and use, and the operators' overrides (the rules: :mod:`jobs_core.quotas`
 An enqueue must stay as cheap as it was (decision 0033): :meth:`QuotaService.admit` reads
 nothing from the store on most calls. Each process keeps, per org, the quotas it last read and
 the queued count it last took (a count that stops at the quota, on an index: cheap), and adds
-the jobs it admitted since; both are read again once they are ``refresh_s`` old. So an org may
-pass its queued quota by what it enqueues through *other* processes within ``refresh_s``, and
-may be refused for up to ``refresh_s`` after its queue went down (``Retry-After`` says when to
-try again). The enqueue rate is a token bucket per org in each process.
+the jobs it admitted since the count began; both are read again once they are ``refresh_s``
+old. So an org may pass its queued quota by what it enqueues through *other* processes within
+``refresh_s`` and by its enqueues in flight in this one when a count reads (at most its
+concurrent requests), and may be refused for up to ``refresh_s`` after its queue went down
+(``Retry-After`` says when to try again). The enqueue rate is a token bucket per org in each
+process.
 """
 
 from __future__ import annotations
@@ -48,7 +50,16 @@ class _Org:
     read_at: datetime
     counted: int | None = None  # queued jobs at the last count (None: not counted yet)
     counted_at: datetime | None = None
-    admitted: int = 0  # jobs admitted since that count
+    admitted: int = 0  # jobs this process admitted for the org, ever
+    before_count: int = 0  # ``admitted`` when the last count began
+
+    @property
+    def used(self) -> int:
+        """Queued jobs as this process sees them: the count, and what it admitted since the
+        count began (a job admitted after that and inserted before the count read is counted
+        twice: an over-estimate, never an under-estimate, but for the enqueues in flight)."""
+        return (self.counted or 0) + self.admitted - self.before_count
+
     tokens: float = 0.0  # the enqueue bucket
     filled_at: datetime | None = None
 
@@ -121,11 +132,39 @@ class QuotaService:
             if known.tokens < count:
                 wait = (count - known.tokens) / quotas.enqueue_rate
                 raise rate_exceeded(org_id, quotas, max(1, math.ceil(wait)))
-            used = (known.counted or 0) + known.admitted
+            used = known.used
             if used + count > quotas.max_queued:
                 raise queued_exceeded(org_id, used, quotas, self._retry_after())
             known.tokens -= count
             known.admitted += count
+
+    def room(self, org_id: str, wanted: int) -> int:
+        """How many of ``wanted`` jobs the org may add to its queue now (0 at its queued
+        quota), counted as admitted: what the scheduler fires of a tenant's due ticks. No
+        rate applies (a schedule's ticks are bounded by its interval and the org's count)."""
+        if not self.enabled:
+            return wanted
+        known = self._counted(org_id, self.clock.now())
+        with self._lock:
+            free = known.quotas.max_queued - known.used
+            granted = max(0, min(wanted, free))
+            known.admitted += granted
+            return granted
+
+    def _counted(self, org_id: str, now: datetime) -> _Org:
+        """The org as this process knows it, its queued jobs counted again when that count
+        is ``refresh_s`` old (or the clock went back past it)."""
+        known = self._known(org_id, now)
+        taken = known.counted_at
+        if taken is None or now - taken >= self._refresh or now < taken:
+            with self._lock:
+                before = known.admitted
+            counted = self.store.queued_count(org_id, known.quotas.max_queued)
+            with self._lock:
+                # Concurrent counts: the one that began last wins (it has seen the most).
+                if before >= known.before_count:
+                    known.counted, known.counted_at, known.before_count = counted, now, before
+        return known
 
     def _fill(self, known: _Org, now: datetime) -> None:
         quotas = known.quotas

@@ -82,6 +82,32 @@ LIMITS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Quotas))
 
 DEFAULT_QUOTAS = Quotas()
 
+ENVIRONMENT = {name: f"JOBS_QUOTA_{name.upper()}" for name in LIMITS}
+"""The setting of each default (``JOBS_QUOTA_MAX_QUEUED``...); ``JOBS_QUOTAS`` switches them."""
+
+_OFF = {"0", "false", "no", "off"}
+
+
+def quotas_from_environ(environ: Mapping[str, str]) -> tuple[bool, Quotas]:
+    """Whether quotas are enforced (``JOBS_QUOTAS``, on unless ``0``) and the defaults the
+    ``JOBS_QUOTA_*`` variables of ``environ`` give (unset: :data:`DEFAULT_QUOTAS`'); ValueError
+    naming the variable for a bad value. The API reads the same variables as its settings;
+    the worker's scheduler and the CLI read them here."""
+    values: dict[str, Any] = {}
+    for name, variable in ENVIRONMENT.items():
+        raw = environ.get(variable, "").strip()
+        if not raw:
+            continue
+        try:
+            values[name] = float(raw) if name == "enqueue_rate" else int(raw)
+        except ValueError:
+            raise ValueError(f"{variable}={raw!r} is not a number") from None
+    try:
+        quotas = Quotas(**values)
+    except ValueError as error:
+        raise ValueError(f"JOBS_QUOTA_*: {error}") from None
+    return environ.get("JOBS_QUOTAS", "1").strip().lower() not in _OFF, quotas
+
 
 @dataclass(frozen=True, slots=True)
 class QuotaOverride:

@@ -124,11 +124,14 @@ class ScheduleService:
         registry: Registry,
         cron: Cron,
         clock: Clock | None = None,
+        quotas: QuotaService | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.cron = cron
         self.clock: Clock = clock or SystemClock()
+        self.quotas = quotas
+        """The scheduler's quotas: a tenant's ticks fire only within its queued quota."""
 
     # -- operator and org actions ---------------------------------------------------------------
     def create(
@@ -254,15 +257,32 @@ class ScheduleService:
 
     def tick(self, limit: int = 100) -> list[Fired]:
         """Fire every due schedule whose type this registry knows (a scheduler leaves the
-        others to one that does)."""
+        others to one that does). With :attr:`quotas`, the due ticks of a tenant's schedule
+        (run-time, of a public type) beyond its org's room under its queued quota are dropped,
+        the oldest first: counted in :attr:`Fired.dropped`, never enqueued later."""
         now = self.clock.now()
-        return self.store.fire_due(
-            now,
-            self.registry.names(),
-            lambda state: plan_firing(state.schedule, state.next_run_at, now, self.cron),
-            self._new_job,
-            limit,
-        )
+
+        def plan(state: ScheduleState) -> Firing:
+            firing = plan_firing(state.schedule, state.next_run_at, now, self.cron)
+            return self._within_quota(state, firing)
+
+        return self.store.fire_due(now, self.registry.names(), plan, self._new_job, limit)
+
+    def _within_quota(self, state: ScheduleState, firing: Firing) -> Firing:
+        schedule = state.schedule
+        if (
+            self.quotas is None
+            or not firing.ticks
+            or state.source == CODE
+            or schedule.job_type not in self.registry
+            or not self.registry.get(schedule.job_type).public
+        ):
+            return firing
+        room = self.quotas.room(schedule.org_id, len(firing.ticks))
+        if room == len(firing.ticks):
+            return firing
+        kept = firing.ticks[len(firing.ticks) - room :] if room else ()
+        return Firing(kept, firing.next_run_at, firing.dropped + len(firing.ticks) - room)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _new_job(self, state: ScheduleState) -> NewJob:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobs_core.quota_service import OrgQuotas, QuotaService
-from jobs_core.quotas import DEFAULT_QUOTAS, LIMITS, Quotas
+from jobs_core.quotas import DEFAULT_QUOTAS, LIMITS, Quotas, quotas_from_environ
 
 from jobs_cli import db, render
 from jobs_cli.errors import CliError, UsageError
@@ -23,26 +23,13 @@ from jobs_cli.settings import CliSettings
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-ENV = {name: f"JOBS_QUOTA_{name.upper()}" for name in LIMITS}
-"""The variable of each default: ``JOBS_QUOTA_MAX_QUEUED``... (the API's settings)."""
-
 
 def quota_defaults(environ: Mapping[str, str] | None = None) -> Quotas:
     """The default quotas the environment gives (``JOBS_QUOTA_*``; Quotas()' when unset)."""
-    env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
-    for name, variable in ENV.items():
-        raw = env.get(variable, "").strip()
-        if not raw:
-            continue
-        try:
-            values[name] = float(raw) if name == "enqueue_rate" else int(raw)
-        except ValueError:
-            raise UsageError(f"{variable}={raw!r} is not a number") from None
     try:
-        return Quotas(**values)
+        return quotas_from_environ(os.environ if environ is None else environ)[1]
     except ValueError as error:
-        raise UsageError(f"JOBS_QUOTA_*: {error}") from None
+        raise UsageError(str(error)) from None
 
 
 def quota_service(engine: Engine) -> QuotaService:
