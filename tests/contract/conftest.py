@@ -67,5 +67,9 @@ def jobs_quota_store(store: JobStore, request: pytest.FixtureRequest) -> QuotaSt
     if isinstance(store, InMemoryJobStore):
         return InMemoryQuotaStore(store)
     from jobs_postgres.quotas import PostgresQuotaStore
+    from sqlalchemy import Engine, text
 
-    return PostgresQuotaStore(request.getfixturevalue("pg_engine"))
+    engine: Engine = request.getfixturevalue("pg_engine")
+    with engine.begin() as connection:  # other tests of the session leave schedules behind
+        connection.execute(text("TRUNCATE schedules, schedule_runs, job_org_quotas CASCADE"))
+    return PostgresQuotaStore(engine)
