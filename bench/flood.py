@@ -210,6 +210,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         )
         if args.max_queued is not None:
             env["JOBS_QUOTA_MAX_QUEUED"] = str(args.max_queued)
+        if args.fifo:
+            env["JOBS_FAIR_CLAIM"] = "0"
         if args.enqueue_rate is not None:
             env["JOBS_QUOTA_ENQUEUE_RATE"] = str(args.enqueue_rate)
         api_log, worker_log = tmp / "api.log", tmp / "worker.log"
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-wait-s", type=float, default=60.0, help="after the flood")
     parser.add_argument("--max-queued", type=int, help="JOBS_QUOTA_MAX_QUEUED (default: its)")
     parser.add_argument("--enqueue-rate", type=float, help="JOBS_QUOTA_ENQUEUE_RATE")
+    parser.add_argument("--fifo", action="store_true", help="JOBS_FAIR_CLAIM=0: the plain claim")
     parser.add_argument("--small", action="store_true", help="at most 100 schedules of each kind")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
