@@ -41,6 +41,10 @@ from jobs_core.schedules import Cron, Schedule
 REFRESH_S = 1.0
 """How long a process trusts the quotas and the queued count it read of an org."""
 
+CLOCK_STEP = timedelta(seconds=1)
+"""A clock read this much before the bucket's last fill (at least) is a clock stepped back, not
+a thread that read it an instant before another."""
+
 
 @dataclass(slots=True)
 class _Org:
@@ -153,10 +157,10 @@ class QuotaService:
 
     def _counted(self, org_id: str, now: datetime) -> _Org:
         """The org as this process knows it, its queued jobs counted again when that count
-        is ``refresh_s`` old (or the clock went back past it)."""
+        is ``refresh_s`` old (or the clock went back by more than that)."""
         known = self._known(org_id, now)
         taken = known.counted_at
-        if taken is None or now - taken >= self._refresh or now < taken:
+        if taken is None or abs(now - taken) >= self._refresh:
             with self._lock:
                 before = known.admitted
             counted = self.store.queued_count(org_id, known.quotas.max_queued)
@@ -167,15 +171,19 @@ class QuotaService:
         return known
 
     def _fill(self, known: _Org, now: datetime) -> None:
+        """Refill the org's bucket for the time since it was last filled. A thread that read
+        the clock an instant before another filled it adds nothing (it never refills the bucket
+        whole); a clock stepped back by more than ``refresh_s`` starts the bucket afresh."""
         quotas = known.quotas
-        if known.filled_at is None or now < known.filled_at:
-            known.tokens = float(quotas.enqueue_burst)
-        else:
-            elapsed = (now - known.filled_at).total_seconds()
-            known.tokens = min(
-                float(quotas.enqueue_burst), known.tokens + elapsed * quotas.enqueue_rate
-            )
-        known.filled_at = now
+        filled = known.filled_at
+        if filled is None or now < filled - max(self._refresh, CLOCK_STEP):
+            known.tokens, known.filled_at = float(quotas.enqueue_burst), now
+            return
+        elapsed = max(0.0, (now - filled).total_seconds())
+        known.tokens = min(
+            float(quotas.enqueue_burst), known.tokens + elapsed * quotas.enqueue_rate
+        )
+        known.filled_at = max(filled, now)
 
     def _retry_after(self) -> int:
         return max(1, math.ceil(self._refresh.total_seconds()))
@@ -183,7 +191,7 @@ class QuotaService:
     def _known(self, org_id: str, now: datetime) -> _Org:
         """The org as this process knows it, its quotas read again when ``refresh_s`` old."""
         known = self._orgs.get(org_id)
-        if known is not None and known.read_at <= now < known.read_at + self._refresh:
+        if known is not None and abs(now - known.read_at) < self._refresh:
             return known
         quotas = self.defaults.merged(self.store.get_override(org_id))
         with self._lock:
