@@ -121,16 +121,8 @@ class QuotaService:
         if not self.enabled:
             return
         now = self.clock.now()
-        known = self._known(org_id, now)
+        known = self._counted(org_id, now)
         quotas = known.quotas
-        if (
-            known.counted_at is None
-            or now - known.counted_at >= self._refresh
-            or now < (known.counted_at)
-        ):
-            counted = self.store.queued_count(org_id, quotas.max_queued)
-            with self._lock:
-                known.counted, known.counted_at, known.admitted = counted, now, 0
         with self._lock:
             self._fill(known, now)
             if known.tokens < count:
