@@ -394,8 +394,11 @@ async function refreshStats() {
   }
   statsPending = true;
   try {
-    quotaNote?.refresh();
-    renderStats(await api.stats());
+    const stats = await api.stats();
+    // The org's use of its quotas changes with its queued jobs: read the note again only then
+    // (a progress event changes no count, and must cause no read but the counts').
+    if (stats.queued !== state.stats?.queued) quotaNote?.refresh();
+    renderStats(stats);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) console.warn(error);
   } finally {

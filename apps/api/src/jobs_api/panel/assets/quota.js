@@ -1,7 +1,8 @@
 // The org near a quota (docs/flow-control.md, "Quotas per org"): a note above the jobs when
 // GET /quotas says the org holds 80 % or more of its queued jobs or schedules. The server
-// decides what "near" is; the note is read with the counts, at most once per REFRESH_MS (a read
-// asked sooner is made once that time is up: the last change is never left unread).
+// decides what "near" is; the note is read when the org's count of queued jobs changes, at most
+// once per REFRESH_MS (a read asked sooner is made once that time is up: the last change is
+// never left unread).
 
 import { api, ApiError } from "./api.js";
 
