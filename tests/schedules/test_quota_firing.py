@@ -75,3 +75,20 @@ def test_concurrent_creates_never_pass_the_count(
     assert len(refused) == 5
     assert {e.quota for e in refused} == {Quota.SCHEDULES}
     assert {e.used for e in refused} == {3}
+
+
+def test_ticks_fire_when_the_quota_cannot_be_counted(
+    sched_engine: Engine, registry: Registry, clock: FakeClock
+) -> None:
+    from jobs_postgres.database import create_engine
+
+    nowhere = create_engine("postgresql://postgres@127.0.0.1:1/none")  # no server listens
+    quotas = QuotaService(PostgresQuotaStore(nowhere), Quotas(max_queued=0), clock)
+    service = ScheduleService(
+        PostgresScheduleStore(sched_engine), registry, CronsimCron(), clock, quotas
+    )
+    service.create(Schedule("s", "tenant", "noop", "* * * * * *"))
+    clock.advance(1)
+    [fired] = service.tick()
+    assert (len(fired.job_ids), fired.dropped) == (1, 0)
+    nowhere.dispose()

@@ -8,6 +8,7 @@ the transaction that enqueues the jobs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs_core.clock import SystemClock
 from jobs_core.domain import Job, NewJob
-from jobs_core.errors import PayloadInvalid, UnknownJobType
+from jobs_core.errors import PayloadInvalid, StoreUnavailable, UnknownJobType
 from jobs_core.ports import Clock
 from jobs_core.registry import Registry
 from jobs_core.schedules import (
@@ -35,6 +36,8 @@ from jobs_core.schedules import (
 
 if TYPE_CHECKING:
     from jobs_core.quota_service import QuotaService
+
+log = logging.getLogger("jobs.scheduler")
 
 CODE = "code"
 API = "api"
@@ -278,7 +281,18 @@ class ScheduleService:
             or not self.registry.get(schedule.job_type).public
         ):
             return firing
-        room = self.quotas.room(schedule.org_id, len(firing.ticks))
+        try:
+            room = self.quotas.room(schedule.org_id, len(firing.ticks))
+        except StoreUnavailable as error:
+            # The count needs a connection of its own: when none can be had, the ticks fire
+            # (a quota is a bound on a tenant, never a reason to stall every schedule).
+            log.warning(
+                "schedule %s of %s fired without its quota: %s",
+                schedule.name,
+                schedule.org_id,
+                error,
+            )
+            return firing
         if room == len(firing.ticks):
             return firing
         kept = firing.ticks[len(firing.ticks) - room :] if room else ()
