@@ -188,10 +188,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp.mkdir(parents=True, exist_ok=True)
     processes: list[subprocess.Popen[bytes]] = []
     try:
-        from jobs_core.tokens import issue_token
         from jobs_postgres import migrations
         from jobs_postgres.database import create_engine
         from jobs_postgres.tokens import PostgresTokenStore
+        from jobs_tokens import issue_token
 
         migrations.upgrade(url)
         engine = create_engine(url)

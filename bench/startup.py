@@ -16,7 +16,7 @@ Against the PostgreSQL server of ``--pg-url``, in a fresh database ``--db`` (mig
 
 The virtualenv and the sources are byte-compiled first (``bench.common.compile_bytecode``), as a
 deployment would be. Nothing is asserted: the figures are printed (a table on stdout) and
-written to ``bench/results/startup-<stamp>.json``.
+written to ``bench/results/raw/startup-<stamp>.json`` (git-ignored).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from bench.common import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
+RESULTS = ROOT / "bench" / "results" / "raw"  # git-ignored; summary: bench/results/*.md
 BIN = Path(sys.executable).parent
 
 registry = make_registry(ExecRecorder())

@@ -5,7 +5,7 @@
   (what the CLI and the API use);
 - the worker: ``jobs_worker.main.run_worker`` (what ``jobs worker`` runs), with the benchmark's
   registry added to it; settings come from the environment as in production (``JOBS_*``);
-- API tokens: ``jobs_core.tokens.issue_token`` over ``PostgresTokenStore`` (``jobs token create``).
+- API tokens: ``jobs_tokens.issue_token`` over ``PostgresTokenStore`` (``jobs token create``).
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def run_worker(
 
 def issue_token(url: str, org: str) -> str:
     """A new API token for ``org`` (the plain token)."""
-    from jobs_core.tokens import issue_token as issue
     from jobs_postgres.database import create_engine
     from jobs_postgres.tokens import PostgresTokenStore
+    from jobs_tokens import issue_token as issue
 
     engine = create_engine(url)
     try:

@@ -17,7 +17,7 @@ from jobs_api.app import create_app
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
-from jobs_core.tokens import issue_token
+from jobs_tokens import issue_token
 
 from tests.api.helpers import make_registry
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from jobs_core import Done, JobService, SystemClock
-from jobs_core.tokens import issue_token, revoke_token
+from jobs_tokens import issue_token, revoke_token
 
 from tests.api.helpers import make_registry
 from tests.api.server import ApiProcess

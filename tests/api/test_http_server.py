@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 from jobs_core import SystemClock
-from jobs_core.tokens import TokenStore, issue_token
+from jobs_tokens import TokenStore, issue_token
 
 from tests.api.server import ApiProcess
 

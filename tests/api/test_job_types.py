@@ -34,7 +34,7 @@ async def test_applies_to_and_description_are_shown() -> None:
     from jobs_api.containers import build_container
     from jobs_api.settings import ApiSettings
     from jobs_core import JobType, Registry, SystemClock
-    from jobs_core.tokens import issue_token
+    from jobs_tokens import issue_token
 
     registry = Registry("menus")
     registry.register(

@@ -13,7 +13,7 @@ from dependency_injector import providers
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
-from jobs_core.tokens import issue_token
+from jobs_tokens import issue_token
 from sqlalchemy import text
 
 from tests.api.conftest import ADAPTERS, bearer

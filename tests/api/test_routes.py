@@ -533,7 +533,7 @@ async def test_every_jobs_route_needs_a_valid_token_and_401s_alike(
     method: str,
     path: str,
 ) -> None:
-    from jobs_core.tokens import issue_token, revoke_token
+    from jobs_tokens import issue_token, revoke_token
 
     revoked, _ = issue_token(container.token_store(), "org-a", "old", clock.now())
     assert revoke_token(container.token_store(), revoked)

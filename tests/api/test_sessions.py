@@ -11,7 +11,7 @@ import pytest
 from fastapi import FastAPI
 from jobs_api.containers import Container
 from jobs_core import FakeClock
-from jobs_core.tokens import revoke_token
+from jobs_tokens import revoke_token
 
 from tests.api.conftest import ORG_A
 

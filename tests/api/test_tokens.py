@@ -1,5 +1,5 @@
 """Tokens: random, recognisable, stored only as a hash, revocable — on each token store; the
-credential component (``jobs_core.tokens``) used by the API and the CLI without an import cycle."""
+credential component (``jobs_tokens``) used by the API and the CLI without an import cycle."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from jobs_api.containers import Container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
-from jobs_core.tokens import (
+from jobs_tokens import (
     TOKEN_PREFIX,
     InMemoryTokenStore,
     TokenCache,
@@ -247,16 +247,16 @@ def test_the_credential_modules_of_the_api_sit_in_no_import_cycle(tmp_path: Path
     assert "jobs_api.a" in _reachable(made_up, "jobs_api.a")
 
 
-def test_the_cli_issues_tokens_through_the_core_component_not_the_api() -> None:
+def test_the_cli_issues_tokens_through_jobs_tokens_not_the_api() -> None:
     import jobs_cli
 
     sources = sorted(Path(jobs_cli.__file__).parent.rglob("*.py"))
     uses = {
         module: [path.name for path in sources if module in _imported_modules(path, module)]
-        for module in ("jobs_core.tokens", "jobs_api.auth", "jobs_api.sessions")
+        for module in ("jobs_tokens", "jobs_api.auth", "jobs_api.sessions")
     }
     assert uses == {
-        "jobs_core.tokens": ["admin.py"],
+        "jobs_tokens": ["admin.py"],
         "jobs_api.auth": [],
         "jobs_api.sessions": [],
     }

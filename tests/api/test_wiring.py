@@ -9,7 +9,7 @@ from jobs_api.__main__ import load_registry, served_registries
 from jobs_api.containers import build_container, compose_registry
 from jobs_api.settings import ApiSettings
 from jobs_core import DuplicateJobType, InMemoryJobStore, JobType, Registry
-from jobs_core.tokens import InMemoryTokenStore
+from jobs_tokens import InMemoryTokenStore
 
 
 def test_settings_come_from_jobs_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,7 +164,7 @@ async def test_demo_types_are_enqueueable_over_http_only_with_the_development_fl
 ) -> None:
     import httpx
     from jobs_api.app import create_app
-    from jobs_core.tokens import issue_token
+    from jobs_tokens import issue_token
     from jobs_worker.demo import registry as demo
 
     monkeypatch.delenv("JOBS_DEMO_OVER_HTTP", raising=False)

@@ -239,3 +239,22 @@ def test_a_harness_runs_on_another_service_and_refuses_mixed_arguments() -> None
     assert [j.id for j in base.jobs("noop")] == [job.id]
     with pytest.raises(ValueError, match="either a service or its parts"):
         JobsHarness(Registry("x"), service=base.service)
+
+
+def test_the_harness_claims_under_the_types_limits_as_the_stores_do() -> None:
+    """Three fetches of one site, two at most running per site: a third claim finds nothing
+    until one ends (issue 25: the kit claimed all three, where PostgreSQL allows two)."""
+    kit = JobsHarness()
+    kit.registry.register(
+        JobType("polite_fetch", lambda ctx: None, concurrency_key="site", concurrency_limit=2)
+    )
+    for _ in range(3):
+        kit.enqueue("polite_fetch", {"site": "example.com"})
+    first, second = kit.claim("polite_fetch"), kit.claim()
+    assert first is not None
+    assert second is not None
+    assert kit.claim() is None  # the site's two places are taken
+    kit.run(first)
+    third = kit.claim("polite_fetch")
+    assert third is not None
+    assert third.status is Status.RUNNING

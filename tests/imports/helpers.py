@@ -27,11 +27,18 @@ HEADER = "Page,Query,Clicks,Impressions,CTR,Position,Date\n"
 
 
 def upload(
-    module: ImportsModule, target: SiteTarget, content: bytes | str, name: str = "export.csv"
+    module: ImportsModule,
+    target: SiteTarget,
+    content: bytes | str,
+    name: str = "export.csv",
+    *,
+    force: bool = False,
 ) -> ImportView:
     """Upload ``content`` as a CSV for ``target`` (its org), as the API would."""
     data = content.encode() if isinstance(content, str) else content
-    return module.service.create_import(target.org_id, target.id, io.BytesIO(data), name)
+    return module.service.create_import(
+        target.org_id, target.id, io.BytesIO(data), name, force=force
+    )
 
 
 def harness(module: ImportsModule) -> JobsHarness:

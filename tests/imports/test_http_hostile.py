@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from jobs_core import SystemClock
-from jobs_core.tokens import issue_token
+from jobs_tokens import issue_token
 
 from tests.cli.helpers import free_port
 

@@ -44,11 +44,13 @@ def test_the_chain_runs_after_the_jobs_chain_and_round_trips(scratch_url: str) -
     jobs_migrations.upgrade(scratch_url)
     assert migrations.current(scratch_url) is None
     migrations.upgrade(scratch_url)
-    assert migrations.current(scratch_url) == "0001_imports"
+    assert migrations.current(scratch_url) == "0002_imports"
     assert jobs_migrations.current(scratch_url) == jobs_migrations.head()  # untouched
     assert IMPORTS_TABLES | {"alembic_version_imports", "jobs"} <= _tables(scratch_url)
     migrations.upgrade(scratch_url)  # idempotent
 
+    migrations.downgrade(scratch_url, "0001_imports")  # the first revision's status check back
+    assert migrations.current(scratch_url) == "0001_imports"
     migrations.downgrade(scratch_url)
     assert migrations.current(scratch_url) is None
     assert not IMPORTS_TABLES & _tables(scratch_url)

@@ -17,8 +17,8 @@ from jobs_api.app import create_app
 from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock, Registry
-from jobs_core.tokens import issue_token
 from jobs_imports.module import module as imports_module
+from jobs_tokens import issue_token
 from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance

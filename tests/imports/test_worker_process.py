@@ -189,7 +189,7 @@ def test_kill_9_mid_import_then_resume_gives_the_rows_of_a_clean_run(
     assert expected[1]["skipped"] > 0
 
     first = spawn()
-    view = upload(local, target, content, "crashed.csv")
+    view = upload(local, target, content, "crashed.csv", force=True)  # the same content
     job = view.job
     assert job is not None
     # let it write a few batches, then kill it hard in the middle of the file

@@ -34,6 +34,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE_PACKAGES = (
     "packages/jobs-core",
+    "packages/jobs-tokens",
     "packages/jobs-postgres",
     "packages/imports",
     "apps/api",

@@ -9,6 +9,21 @@ from collections.abc import Iterator
 import pytest
 from jobs_core import DedupScope, FakeClock, JobContext, JobType, Registry
 
+from tests.postgres.plans import HISTORY
+
+# A million finished rows: every status of history, 50 orgs, priorities and concurrency keys,
+# a month old. None of them is in the partial indexes a claim walks.
+_HISTORY_FILL = """
+INSERT INTO jobs (id, org_id, type, status, payload, created_at, run_at, finished_at, attempts,
+                  priority, concurrency_key)
+SELECT gen_random_uuid(), 'org-' || (i %% 50), 'history',
+       (ARRAY['done', 'failed', 'cancelled'])[1 + i %% 3], '{}'::jsonb,
+       now() - interval '30 days' - make_interval(secs => i),
+       now() - interval '30 days' - make_interval(secs => i), now() - interval '30 days', 1,
+       (i %% 7) - 3, 'site-' || (i %% 1000)
+FROM generate_series(1, %(history)s) AS i
+"""
+
 
 @pytest.fixture
 def clock() -> FakeClock:
@@ -36,6 +51,49 @@ def scratch_url(pg_server: str) -> Iterator[str]:
 
     name = f"jobs_pg_scratch_{os.getpid()}_{secrets.token_hex(4)}"
     ensure_database(pg_server, name)
+    try:
+        yield with_database(pg_server, name)
+    finally:
+        drop_database(pg_server, name)
+
+
+@pytest.fixture(scope="session")
+def history_template(pg_server: str) -> Iterator[str]:
+    """The name of a migrated database holding :data:`HISTORY` finished jobs, built once per
+    test session (an xdist worker) and dropped at its end: the template of :func:`history_url`.
+    The tests that use it share an ``xdist_group``, so one worker builds it for all of them."""
+    import psycopg
+    from jobs_postgres import migrations
+    from jobs_postgres.database import drop_database, ensure_database, libpq_url, with_database
+
+    name = f"jobs_pg_history_{os.getpid()}_{secrets.token_hex(4)}"
+    ensure_database(pg_server, name)
+    try:
+        url = with_database(pg_server, name)
+        migrations.upgrade(url)
+        with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            conn.execute(_HISTORY_FILL, {"history": HISTORY})
+            conn.execute("ANALYZE jobs")
+        yield name
+    finally:
+        drop_database(pg_server, name)
+
+
+@pytest.fixture
+def history_url(pg_server: str, history_template: str) -> Iterator[str]:
+    """A database of its own for the test, copied from :func:`history_template` (a file copy
+    of the million rows instead of inserting them again), dropped after the test."""
+    import psycopg
+    from jobs_postgres.database import drop_database, libpq_url, with_database
+    from psycopg import sql
+
+    name = f"jobs_pg_history_copy_{os.getpid()}_{secrets.token_hex(4)}"
+    with psycopg.connect(libpq_url(pg_server), autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(history_template)
+            )
+        )
     try:
         yield with_database(pg_server, name)
     finally:

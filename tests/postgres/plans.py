@@ -16,6 +16,9 @@ from typing import Any
 from psycopg import sql as pgsql
 from sqlalchemy import Engine
 
+HISTORY = 1_000_000
+"""The finished jobs of the ``history_url`` fixture's database (tests/postgres/conftest.py)."""
+
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 

@@ -18,7 +18,8 @@ from jobs_core import Done, NewJob, domain
 from jobs_core.claims import ClaimPlan
 from jobs_postgres import claims, migrations, sql
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
-from jobs_postgres.store import PostgresJobStore, _patches_json
+from jobs_postgres.rows import patches_json
+from jobs_postgres.store import PostgresJobStore
 from sqlalchemy import Engine, text
 
 from tests.postgres.plans import plans
@@ -69,7 +70,7 @@ def test_the_worker_claims_through_the_queue_index_on_a_never_analyzed_table(
         store = PostgresJobStore(engine)
         [held] = store.claim(1, now)
         assert held.lease is not None
-        outcomes = _patches_json([domain.patch(held.ref, Done({}), now)])
+        outcomes = patches_json([domain.patch(held.ref, Done({}), now)])
         common = {"now": now, "limit": 1}
         plain = ClaimPlan.of(1, now)
         typed = ClaimPlan.of(1, now, ["noop"])

@@ -27,7 +27,7 @@ from jobs_core.domain import Job, Requeue
 from jobs_core.ports import ClaimNext
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from jobs_postgres.store import PostgresJobStore
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -201,5 +201,46 @@ def test_concurrent_batched_finishes_claims_heartbeats_and_sweeps_never_deadlock
         assert not [
             e for e in h.errors if "InvalidTransition" not in e and "DedupConflict" not in e
         ], h.errors[:5]
+    finally:
+        engine.dispose()
+
+
+def test_batches_of_the_same_keys_in_opposite_orders_never_deadlock(pg_url: str) -> None:
+    """Two enqueues of one batch of keyed jobs each, the same keys in opposite orders, at once
+    (rounds of fresh keys): each waits for the other's uncommitted key it meets, so batches that
+    insert in input order lock the keys in opposite orders. The batch inserts in key order."""
+    engine = _engine(pg_url)
+    try:
+        store = PostgresJobStore(engine)
+        now = datetime.now(UTC)
+        org = f"keys-{uuid.uuid4()}"
+        errors: list[BaseException] = []
+        for round_ in range(15):
+            keys = [f"r{round_}-k{i:04d}" for i in range(300)]
+            batches = [keys, keys[::-1]]
+            barrier = threading.Barrier(len(batches))
+
+            def enqueue(batch: list[str], barrier: threading.Barrier) -> None:
+                barrier.wait()
+                try:
+                    store.insert_many(
+                        [NewJob(org_id=org, type=TYPES[0], payload={}, dedup_key=k) for k in batch],
+                        now,
+                    )
+                except BaseException as error:  # recorded for the assertion below
+                    errors.append(error)
+
+            threads = [threading.Thread(target=enqueue, args=(b, barrier)) for b in batches]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+        assert not [e for e in errors if _sqlstate(e) == DEADLOCK], errors[:2]
+        assert not errors, errors[:2]
+        with engine.connect() as conn:
+            count = conn.execute(
+                text("SELECT count(*) FROM jobs WHERE org_id = :org"), {"org": org}
+            ).scalar()
+        assert count == 15 * 300  # each key once: the second batch's copy was a duplicate
     finally:
         engine.dispose()

@@ -4,32 +4,23 @@ rows (decision 0015). These tests read plans, never times."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from jobs_core import FlowLimit
 from jobs_core.claims import ClaimPlan
 from jobs_core.flow import FairTurn
-from jobs_postgres import claims, migrations
+from jobs_postgres import claims
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from sqlalchemy import text
 
-from tests.postgres.plans import plans
+from tests.postgres.plans import HISTORY, plans
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.xdist_group("history")]
 
-HISTORY = 1_000_000
-
-# One statement: a million finished rows (every status of history, priorities included), then a
-# queue of 2,000 due jobs of 20 keys at mixed priorities.
+# Beside the million finished rows of ``history_url``: a queue of 2,000 due jobs of 20 keys at
+# mixed priorities.
 FILL = """
-INSERT INTO jobs (id, org_id, type, status, payload, created_at, run_at, finished_at, attempts,
-                  priority, concurrency_key)
-SELECT gen_random_uuid(), 'org-' || (i % 50), 'crawl',
-       (ARRAY['done', 'failed', 'cancelled'])[1 + i % 3], '{}'::jsonb,
-       :old - make_interval(secs => i), :old - make_interval(secs => i), :old, 1,
-       (i % 7) - 3, 'site-' || (i % 1000)
-FROM generate_series(1, :history) AS i;
 INSERT INTO jobs (id, org_id, type, payload, created_at, run_at, priority, concurrency_key)
 SELECT gen_random_uuid(), 'org-1', 'crawl', '{}'::jsonb, :now - make_interval(secs => i),
        :now - make_interval(secs => i), (i % 5) - 2, 'site-' || (i % 20)
@@ -45,18 +36,14 @@ def _index_rows(plan: str) -> float:
     return float(found.group(1))
 
 
-def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(scratch_url: str) -> None:
-    migrations.upgrade(scratch_url)
-    engine = create_engine(scratch_url, session_settings=STORE_SESSION_SETTINGS)
+def test_the_claims_walk_the_queue_index_over_a_million_finished_rows(history_url: str) -> None:
+    engine = create_engine(history_url, session_settings=STORE_SESSION_SETTINGS)
     try:
         now = datetime.now(UTC)
         with engine.begin() as conn:
             for part in FILL.split(";\n"):
                 if part.strip():
-                    conn.execute(
-                        text(part),
-                        {"now": now, "old": now - timedelta(days=30), "history": HISTORY},
-                    )
+                    conn.execute(text(part), {"now": now})
             conn.execute(text("ANALYZE jobs"))
             total = conn.execute(text("SELECT count(*) FROM jobs")).scalar_one()
         assert total == HISTORY + 2000

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from jobs_core import FakeClock
-from jobs_core.tokens import TokenRecord
 from jobs_postgres.database import (
     create_engine,
     libpq_url,
@@ -17,6 +16,7 @@ from jobs_postgres.database import (
     sqlalchemy_url,
 )
 from jobs_postgres.tokens import PostgresTokenStore
+from jobs_tokens import TokenRecord
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy import Engine, text
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from jobs_core import JobType, Registry, RetryPolicy
-from jobs_core.child import SubprocessHandler
 from jobs_core.protocol import ChildRetryable
+from jobs_worker.child import SubprocessHandler
 from jobs_worker.main import isolate_types
 from jobs_worker.settings import WorkerSettings
 

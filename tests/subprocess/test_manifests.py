@@ -23,10 +23,11 @@ from jobs_core import (
     KeyScope,
     PayloadInvalid,
 )
-from jobs_core.child import SubprocessHandler
 from jobs_core.protocol import ChildRetryable
-from jobs_core.tokens import issue_token
-from jobs_worker.manifests import ManifestError, load_manifests, parse_manifest
+from jobs_tokens import issue_token
+from jobs_worker.child import SubprocessHandler
+from jobs_worker.manifest_fields import ManifestError
+from jobs_worker.manifests import load_manifests, parse_manifest
 from jobs_worker.registries import worker_registry
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,8 +15,8 @@ from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock, Registry
 from jobs_core.testing import JobsHarness
-from jobs_core.tokens import issue_token
 from jobs_linkcheck.module import module
+from jobs_tokens import issue_token
 from sqlalchemy import Engine
 
 from examples.linkcheck.tests.conftest import SETTINGS

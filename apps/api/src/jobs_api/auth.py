@@ -1,9 +1,9 @@
 """The HTTP side of API tokens: the dependencies that resolve a request to ``CurrentOrg``.
 
 Tokens themselves (their shape, hashing, the stores, issue and revoke, the cache) are the
-credential component of jobs-core (``jobs_core.tokens``), which the CLI uses as well. Here the
+credential component of jobs-core (``jobs_tokens``), which the CLI uses as well. Here the
 routes depend on :data:`CurrentOrgDep`, which asks the container's token store through its
-:class:`~jobs_core.tokens.TokenCache`: a token found live is trusted for
+:class:`~jobs_tokens.TokenCache`: a token found live is trusted for
 ``JOBS_API_TOKEN_CACHE_S`` seconds, so a revocation takes effect within that time (decision
 0005). Without an ``Authorization`` header, the session cookie is asked (``jobs_api.sessions``).
 """
@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from jobs_core.tokens import TokenCache, hash_token, is_well_formed
+from jobs_tokens import TokenCache, hash_token, is_well_formed
 from starlette.concurrency import run_in_threadpool
 
 from jobs_api.problems import UNAUTHENTICATED_DETAIL

@@ -10,7 +10,6 @@ shutdown. Tests override providers (``container.store.override(...)``), never mo
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,7 +18,7 @@ from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
 from jobs_core.quota_service import QuotaService
 from jobs_core.quotas import InMemoryQuotaStore, Quotas, QuotaStore
-from jobs_core.tokens import (
+from jobs_tokens import (
     InMemorySessionStore,
     InMemoryTokenStore,
     SessionStore,
@@ -255,10 +254,7 @@ def compose_registry(
     for registry in registries:
         composed.include(registry)
     for registry in development:
-        for job_type in registry:
-            composed.register(
-                job_type if development_over_http else dataclasses.replace(job_type, public=False)
-            )
+        composed.include(registry, internal=not development_over_http)
     return composed
 
 

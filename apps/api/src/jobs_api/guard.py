@@ -28,7 +28,7 @@ from typing import Any
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from jobs_core import StoreUnavailable
-from jobs_core.tokens import TokenCache, hash_token, is_well_formed
+from jobs_tokens import TokenCache, hash_token, is_well_formed
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -99,7 +99,7 @@ class AuthenticateFirst:
     ``scope["route"]`` names the route, and before any parsing (for a multipart upload, before
     any spooling). A route that depends on the org dependency gets its token resolved there; a
     route that reads no body is authenticated by the dependency as before. ``token_cache``
-    returns the app's :class:`~jobs_core.tokens.TokenCache`.
+    returns the app's :class:`~jobs_tokens.TokenCache`.
     """
 
     def __init__(self, app: ASGIApp, token_cache: Callable[[], TokenCache]) -> None:

@@ -75,5 +75,4 @@ async def list_job_types(org: CurrentOrgDep, request: Request) -> JobTypeList:
     of thing it applies to."""
     container: Container = request.app.state.container
     registry = container.service().registry
-    public = sorted((t for t in registry if t.public), key=lambda t: t.name)
-    return JobTypeList(items=[JobTypeOut.of(t) for t in public])
+    return JobTypeList(items=[JobTypeOut.of(t) for t in registry.public_types()])

@@ -66,7 +66,7 @@ def _problems_as_problem_json(schema: dict[str, Any]) -> None:
 
 
 def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
-    public = sorted((t for t in registry if t.public), key=lambda t: t.name)
+    public = registry.public_types()
     if not public:
         return  # nothing is enqueueable: the generic EnqueueIn stays, and every type is a 422
     components = schema["components"]["schemas"]

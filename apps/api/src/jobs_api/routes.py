@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from jobs_core import JobFilter, JobNotFound, JobService, Status, UnknownJobType
+from jobs_core import JobFilter, JobNotFound, JobService, Status
 
 from jobs_api.auth import CurrentOrgDep
 from jobs_api.problems import problem, problem_responses
@@ -109,10 +109,7 @@ def enqueue(
 ) -> JobOut:
     """Enqueue a job; the row exists when this returns, so the client may poll it at once.
     An org over its quota of queued jobs or its enqueue rate gets 429 with ``Retry-After``."""
-    registry = service.registry
-    if body.type not in registry or not registry.get(body.type).public:
-        # Internal types answer exactly as unknown ones: their existence is not public.
-        raise UnknownJobType(body.type)
+    service.registry.public_type(body.type)  # an internal type answers as an unknown one
     admit(request, org)
     enqueued = service.enqueue(
         org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority

@@ -146,11 +146,6 @@ def _refused(error: Exception) -> Response:
     return problem(422, str(error), kind="schedule-invalid")
 
 
-def _public(service: ScheduleService, type_name: str) -> bool:
-    registry = service.registry
-    return type_name in registry and registry.get(type_name).public
-
-
 def _fields(body: BaseModel) -> dict[str, Any]:
     values = body.model_dump(exclude_unset=True)
     if "type" in values:
@@ -186,7 +181,7 @@ def create_schedule(body: ScheduleIn, org: CurrentOrgDep, request: Request) -> A
     service = _service(request)
     if service is None:
         return _unavailable()
-    if not _public(service, body.type):
+    if not service.registry.is_public(body.type):
         return _refused(ValueError(f"unknown job type {body.type!r}"))
     try:
         schedule = schedule_from_fields(org, _fields(body))
@@ -230,7 +225,7 @@ def change_schedule(name: str, body: ScheduleChange, org: CurrentOrgDep, request
     if service is None:
         return _unavailable()
     fields = _fields(body)
-    if "job_type" in fields and not _public(service, fields["job_type"]):
+    if "job_type" in fields and not service.registry.is_public(fields["job_type"]):
         return _refused(ValueError(f"unknown job type {fields['job_type']!r}"))
     try:
         return ScheduleOut.of(

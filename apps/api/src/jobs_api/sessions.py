@@ -4,7 +4,7 @@
 A person signs in with an API token sent in a JSON body; the browser then holds a random session
 cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) and page scripts never hold the token. The
 store keeps only ``sha256(cookie)`` with the token it was opened with, so revoking the token ends
-its sessions (the session stores and the hashing are ``jobs_core.tokens``). A
+its sessions (the session stores and the hashing are ``jobs_tokens``). A
 cookie-authenticated write must carry ``X-CSRF-Token``: a keyed hash of the cookie that only a
 page of the API's origin can learn (from ``GET /session``).
 """
@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request, Response
 from jobs_core.ports import Clock
-from jobs_core.tokens import SessionStore, TokenCache, hash_session, hash_token, is_well_formed
+from jobs_tokens import SessionStore, TokenCache, hash_session, hash_token, is_well_formed
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs_api.problems import UNAUTHENTICATED_DETAIL, ProblemResponse, problem, problem_responses

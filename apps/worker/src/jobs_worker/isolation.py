@@ -1,7 +1,7 @@
 """Isolation: a registered Python handler run in a child process, one per attempt.
 
 A type named in ``JOBS_ISOLATED_TYPES`` (default ``import_csv``) keeps its declarations, but
-the worker runs its handler through :class:`~jobs_core.child.SubprocessHandler`: the child,
+the worker runs its handler through :class:`~jobs_worker.child.SubprocessHandler`: the child,
 ``python -m jobs_worker.isolated``, rebuilds the same registries the worker built (from the
 settings handed over on stdin), calls the handler with a :class:`~jobs_core.JobContext` whose
 progress writes travel back as ``JOBCTX:`` lines, whose checkpoint is the one the job had at
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from jobs_core import JobContext, JobType, Registry, RetryPolicy
-from jobs_core.child import ChildSpec, SubprocessHandler, clean_environment
 from jobs_core.protocol import ChildRetryable
 
+from jobs_worker.child import ChildSpec, SubprocessHandler, clean_environment
 from jobs_worker.logs import log_event
 
 log = logging.getLogger("jobs.isolation")

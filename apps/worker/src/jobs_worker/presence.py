@@ -1,10 +1,11 @@
 """A worker process makes itself known: registered while it runs, gone when it stops.
 
-The registry is the store's (:class:`jobs_core.workers.WorkerRegistry`): one row per worker
-process with its host, pid, the types it serves and its concurrency, refreshed every
-:data:`BEAT_S`. A worker killed without a word stops refreshing it and is no longer live after
-:data:`jobs_core.workers.WORKER_SILENT_S`. Operators list them with ``jobs workers``; "why is this
-job waiting?" uses them to say that no live worker serves a type.
+The registry is a role of every store (:class:`jobs_core.workers.WorkerRegistry`, one of the
+ports :class:`jobs_core.JobStore` is made of, decision 0031): one row per worker process with
+its host, pid, the types it serves and its concurrency, refreshed every :data:`BEAT_S`. A worker
+killed without a word stops refreshing it and is no longer live after
+:data:`jobs_core.workers.WORKER_SILENT_S`. Operators list them with ``jobs workers``; "why is
+this job waiting?" uses them to say that no live worker serves a type.
 """
 
 from __future__ import annotations
@@ -26,19 +27,6 @@ log = logging.getLogger("jobs.worker.presence")
 
 BEAT_S = WORKER_SILENT_S / 4
 """How often a worker refreshes its row: three beats may be lost before it looks silent."""
-
-
-def presence_of(
-    store: object, clock: Clock, types: Sequence[str], concurrency: int, halt: threading.Event
-) -> Presence | None:
-    """The presence of a worker on ``store``, if that store keeps a worker registry."""
-    if not all(
-        hasattr(store, name)
-        for name in ("register_worker", "worker_seen", "unregister_worker", "live_workers")
-    ):
-        return None
-    registry: WorkerRegistry = store  # type: ignore[assignment]
-    return Presence(registry, clock, types, concurrency, halt)
 
 
 class Presence:

@@ -138,7 +138,7 @@ class ImportOut(BaseModel):
 
     id: uuid.UUID
     site_target_id: uuid.UUID
-    status: str = Field(description="pending, running, done or failed")
+    status: str = Field(description="pending, running, done, failed or cancelled")
     file: FileOut
     counts: CountsOut
     error: str | None
@@ -361,7 +361,14 @@ def _import_routes(
         status_code=202,
         response_model=ImportOut,
         summary="Upload a search-analytics CSV",
-        responses=_errors(400, 401, 404, 413, 422, 503),
+        responses={
+            200: {
+                "model": ImportOut,
+                "description": "The same content is already imported (or being imported) for "
+                "this site target: that import, nothing imported again.",
+            },
+            **_errors(400, 401, 404, 413, 422, 503),
+        },
     )
     def upload_csv(
         file: Annotated[UploadFileParam, File(description="The CSV export.")],
@@ -369,15 +376,27 @@ def _import_routes(
         org: OrgDep,
         service: ServiceDep,
         response: Response,
+        *,
+        force: Annotated[
+            bool,
+            Form(
+                description="Import the file even if the same content is already imported, "
+                "or being imported, for this site target."
+            ),
+        ] = False,
     ) -> ImportOut:
         """Store the file under the data directory by its SHA-256 and enqueue its import; 202
-        with the import and its job (poll ``GET /imports/{id}`` or ``GET /jobs/{job id}``)."""
+        with the import and its job (poll ``GET /imports/{id}`` or ``GET /jobs/{job id}``).
+
+        The same content already imported (or pending, or running) for the site target: 200
+        with that import, nothing imported again (``force`` imports it anyway). After a failed
+        or cancelled import of it, a new one is made."""
         try:
             target_id = uuid.UUID(site_target_id)
         except ValueError:
             raise HTTPException(422, "site_target_id must be a UUID") from None
         try:
-            view = service.create_import(org, target_id, file.file, file.filename)
+            view = service.create_import(org, target_id, file.file, file.filename, force=force)
         except SiteTargetNotFound:
             raise HTTPException(404, NO_SUCH_SITE_TARGET) from None
         except InvalidUpload as error:
@@ -388,6 +407,8 @@ def _import_routes(
         except FileTooLarge as error:
             raise HTTPException(413, str(error)) from None
         response.headers["Location"] = f"/imports/{view.record.id}"
+        if not view.created:
+            response.status_code = 200
         return ImportOut.of(view)
 
     @router.get(

@@ -450,11 +450,24 @@ def mark_import_failed(service: ImportsService, job: Job) -> None:
     where it stopped. Readers count the rows of ``done`` imports only (a running import has
     partial rows too).
     """
+    _mark_import_ended(service, job, "failed", job.error or "the import job failed")
+
+
+def mark_import_cancelled(service: ImportsService, job: Job) -> None:
+    """``on_cancel`` of ``import_csv``: the import is cancelled (queued or running when its job
+    was), never left ``pending`` or ``running``; as after a failure, the rows it wrote stay and
+    a retry of the job resumes from its checkpoint."""
+    _mark_import_ended(service, job, "cancelled", job.error)
+
+
+def _mark_import_ended(service: ImportsService, job: Job, status: str, error: str | None) -> None:
+    """The import of ``job`` ends ``status`` (unless it is done), with ``error`` and the job's
+    report. Run at least once per transition (an end hook): writing it again changes nothing."""
     raw_id = job.payload.get("import_id")
     try:
         import_id = uuid.UUID(str(raw_id))
     except ValueError:
-        log.warning("on_fail of job %s: payload has no valid import_id", job.id)
+        log.warning("end hook of job %s: payload has no valid import_id", job.id)
         return
     with unavailable_as_store_error(), service.engine.begin() as conn:
         conn.execute(
@@ -465,8 +478,8 @@ def mark_import_failed(service: ImportsService, job: Job) -> None:
                 imports.c.status != "done",
             )
             .values(
-                status="failed",
-                error=job.error or "the import job failed",
+                status=status,
+                error=error,
                 report=dict(job.report) if job.report is not None else None,
                 finished_at=func.now(),
             )

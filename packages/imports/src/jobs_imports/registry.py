@@ -7,8 +7,8 @@ time.
 
 - ``import_csv`` — ``dedup_scope='active'`` (never two runs of one import), key
   ``import_csv:<import_id>``, payload ``{import_id, site_target_id}``; a lost database
-  connection re-queues it with backoff (it resumes from its checkpoint); ``on_fail`` marks the
-  import failed.
+  connection re-queues it with backoff (it resumes from its checkpoint); ``on_fail`` and
+  ``on_cancel`` mark the import failed or cancelled.
 - ``map_reconcile`` — ``dedup_scope='queue'`` (zero lost wake-up), key
   ``map_reconcile:<site_target_id>``, payload ``{site_target_id}``; ``protected``: its rows are
   the Imports tab's events, never purged and never deletable.
@@ -37,7 +37,7 @@ from jobs_core import (
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Engine
 
-from jobs_imports.importer import CsvImporter, mark_import_failed
+from jobs_imports.importer import CsvImporter, mark_import_cancelled, mark_import_failed
 from jobs_imports.reconcile import RECONCILE, map_rows
 from jobs_imports.service import IMPORT_CSV, ImportsService
 
@@ -132,6 +132,7 @@ def build_module(
             handler=importer,
             dedup_scope=DedupScope.ACTIVE,
             on_fail=lambda job: mark_import_failed(service, job),
+            on_cancel=lambda job: mark_import_cancelled(service, job),
             payload_schema=UuidFields("import_id", "site_target_id"),
             retry=_RETRY_ON_OUTAGE,
             description="Import an uploaded search-analytics CSV into the site target's rows.",

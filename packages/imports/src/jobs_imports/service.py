@@ -9,23 +9,39 @@ commit together or not at all.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from jobs_core import Clock, Job, JobNotFound, JobService, Registry, Status, SystemClock, uuid7
 from jobs_core.registry import text_problem
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation
 from jobs_postgres.schema import jobs as jobs_table
 from jobs_postgres.store import PostgresJobStore
-from sqlalchemy import Connection, Engine, RowMapping, exc, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, exc, func, insert, select, text, update
 
 from jobs_imports import storage
 from jobs_imports.hosts import non_public_reason
 from jobs_imports.reconcile import RECONCILE, request_reconcile
+from jobs_imports.records import (
+    MAX_FILE_NAME_LENGTH,
+    ImportNotFound,
+    ImportsError,
+    ImportView,
+    InvalidSiteTarget,
+    InvalidUpload,
+    PagesAdded,
+    ReconcileEvent,
+    SearchTotals,
+    SiteTarget,
+    SiteTargetExists,
+    SiteTargetNotFound,
+    StoredImport,
+    site_target_of,
+    stored_import_of,
+)
 from jobs_imports.tables import imports, pages, site_targets
 from jobs_imports.urls import InvalidUrl, normalize_url
 
@@ -39,6 +55,7 @@ __all__ = [
     "InvalidUpload",
     "PagesAdded",
     "ReconcileEvent",
+    "SearchTotals",
     "SiteTarget",
     "SiteTargetExists",
     "SiteTargetNotFound",
@@ -49,127 +66,6 @@ IMPORT_CSV = "import_csv"
 DEFAULT_MAX_UPLOAD_BYTES = 512 * 1024 * 1024
 _PAGE_CHUNK = 5000
 _INVALID_SAMPLES = 100
-
-
-class ImportsError(Exception):
-    """An Imports use case refused a request."""
-
-    def __init__(self, message: str | None = None) -> None:
-        super().__init__(message or (self.__doc__ or "").strip())
-
-
-class SiteTargetNotFound(ImportsError):
-    """No such site target (or it belongs to another organization, which is the same thing)."""
-
-
-class ImportNotFound(ImportsError):
-    """No such import (or it belongs to another organization, which is the same thing)."""
-
-
-class SiteTargetExists(ImportsError):
-    """The organization already has a site target with this base URL."""
-
-
-class InvalidSiteTarget(ImportsError):
-    """The site target's name or base URL is not usable."""
-
-
-class InvalidUpload(ImportsError):
-    """The uploaded file's name or metadata is not usable (checked before the file is stored)."""
-
-
-MAX_FILE_NAME_LENGTH = 255
-"""The longest file name kept for display (a longer one is cut)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SiteTarget:
-    """A site whose search data is imported."""
-
-    id: uuid.UUID
-    org_id: str
-    name: str
-    base_url: str
-    created_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class StoredImport:
-    """A row of ``imports``: one uploaded file, its status and counts."""
-
-    id: uuid.UUID
-    org_id: str
-    site_target_id: uuid.UUID
-    kind: str
-    file_path: str
-    file_sha256: str
-    file_size: int
-    original_name: str | None
-    status: str
-    job_id: uuid.UUID | None
-    rows_read: int
-    rows_inserted: int
-    rows_skipped: int
-    rows_errors: int
-    report: Mapping[str, Any] | None
-    error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class ImportView:
-    """An import as a reader sees it: with its job, and the status both say together.
-
-    ``status`` is the import's own, except that an import whose job ended without the handler
-    recording it (cancelled while queued, or failed when ``on_fail`` could not run) reads as
-    ``failed`` with the job's error: a reader never waits on an import nothing will finish.
-    """
-
-    record: StoredImport
-    job: Job | None
-    status: str
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ReconcileEvent:
-    """One ``map_reconcile`` job of a site target: an event of its Imports tab."""
-
-    job_id: uuid.UUID
-    status: str
-    mapped: int | None
-    error: str | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True)
-class PagesAdded:
-    """What :meth:`ImportsService.add_pages` did."""
-
-    received: int
-    added: int
-    known: int
-    invalid: int
-    invalid_samples: list[dict[str, str]] = field(default_factory=list)
-    reconcile_job: Job | None = None
-
-
-def _site_target(row: RowMapping) -> SiteTarget:
-    return SiteTarget(
-        id=row["id"],
-        org_id=row["org_id"],
-        name=row["name"],
-        base_url=row["base_url"],
-        created_at=row["created_at"],
-    )
-
-
-def _stored_import(row: RowMapping) -> StoredImport:
-    return StoredImport(**{name: row[name] for name in StoredImport.__dataclass_fields__})
 
 
 class ImportsService:
@@ -270,7 +166,7 @@ class ImportsService:
         )
         if row is None:
             raise SiteTargetNotFound()
-        return _site_target(row)
+        return site_target_of(row)
 
     def list_site_targets(self, org_id: str) -> list[SiteTarget]:
         """The org's site targets, oldest first."""
@@ -280,7 +176,7 @@ class ImportsService:
                 .where(site_targets.c.org_id == org_id)
                 .order_by(site_targets.c.created_at, site_targets.c.id)
             ).mappings()
-            return [_site_target(row) for row in rows]
+            return [site_target_of(row) for row in rows]
 
     # -- pages -----------------------------------------------------------------------------------
     def add_pages(self, org_id: str, site_target_id: uuid.UUID, urls: Iterable[str]) -> PagesAdded:
@@ -359,8 +255,16 @@ class ImportsService:
         site_target_id: uuid.UUID,
         stream: BinaryIO,
         original_name: str | None = None,
+        *,
+        force: bool = False,
     ) -> ImportView:
         """Store an uploaded file by content hash, record the import, enqueue ``import_csv``.
+
+        The same content uploaded again for the same site target is not imported twice: while
+        an import of it is pending, running or done, that import is returned (``created``
+        False) and nothing is recorded or enqueued; after a failed or cancelled one, or with
+        ``force``, a new import is made. Two uploads of one content at once are serialised by
+        a transaction lock on (org, site target, hash), so they give one import.
 
         The import row and its job commit together. Raises :class:`InvalidUpload` (a file name
         that cannot be stored) and :class:`SiteTargetNotFound` before reading the stream, and
@@ -375,6 +279,12 @@ class ImportsService:
         with unavailable_as_store_error(), self.engine.begin() as conn:
             # the target may have been deleted while the file streamed in: re-check in the txn
             self.site_target_in(conn, org_id, site_target_id)
+            if not force:
+                earlier = self._same_content(conn, org_id, site_target_id, stored.sha256)
+                if earlier is not None:
+                    return dataclasses.replace(
+                        self._view(earlier, self._job(org_id, earlier.job_id)), created=False
+                    )
             conn.execute(
                 insert(imports).values(
                     id=import_id,
@@ -403,6 +313,33 @@ class ImportsService:
             record = self._import_row(conn, org_id, import_id)
         return self._view(record, job)
 
+    def _same_content(
+        self, conn: Connection, org_id: str, site_target_id: uuid.UUID, sha256: str
+    ) -> StoredImport | None:
+        """The latest pending, running or done import of this content for the site target, the
+        transaction holding the lock of (org, site target, content) until it commits.
+        Index: imports_org_target_sha_idx."""
+        key = f"{org_id}\x1f{site_target_id}\x1f{sha256}"
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 2601))"), {"key": key}
+        )
+        row = (
+            conn.execute(
+                select(imports)
+                .where(
+                    imports.c.org_id == org_id,
+                    imports.c.site_target_id == site_target_id,
+                    imports.c.file_sha256 == sha256,
+                    imports.c.status.in_(("pending", "running", "done")),
+                )
+                .order_by(imports.c.created_at.desc())
+                .limit(1)
+            )
+            .mappings()
+            .first()
+        )
+        return None if row is None else stored_import_of(row)
+
     def _import_row(self, conn: Connection, org_id: str, import_id: uuid.UUID) -> StoredImport:
         row = (
             conn.execute(
@@ -413,7 +350,7 @@ class ImportsService:
         )
         if row is None:
             raise ImportNotFound()
-        return _stored_import(row)
+        return stored_import_of(row)
 
     def _job(self, org_id: str, job_id: uuid.UUID | None) -> Job | None:
         if job_id is None:
@@ -425,10 +362,11 @@ class ImportsService:
 
     def _view(self, record: StoredImport, job: Job | None) -> ImportView:
         status, error = record.status, record.error
-        ended = job is not None and job.status in (Status.CANCELLED, Status.FAILED)
-        if status in ("pending", "running") and job is not None and ended:
-            status = "failed"
-            error = error or job.error or f"the import job was {job.status.value}"
+        if status in ("pending", "running") and job is not None:
+            if job.status is Status.CANCELLED:
+                status, error = "cancelled", error or job.error
+            elif job.status is Status.FAILED:
+                status, error = "failed", error or job.error or "the import job failed"
         return ImportView(record=record, job=job, status=status, error=error)
 
     def get_import(self, org_id: str, import_id: uuid.UUID) -> ImportView:
@@ -449,8 +387,23 @@ class ImportsService:
                 .order_by(imports.c.created_at.desc(), imports.c.id.desc())
                 .limit(limit)
             ).mappings()
-            records = [_stored_import(row) for row in rows]
+            records = [stored_import_of(row) for row in rows]
         return [self._view(record, self._job(org_id, record.job_id)) for record in records]
+
+    def search_totals(self, org_id: str, site_target_id: uuid.UUID) -> SearchTotals:
+        """The site target's search data as one consistent set: the view ``site_search_rows``
+        (the union of its done imports, one value per record key, the latest upload winning),
+        counted. :class:`SiteTargetNotFound` for another org's target."""
+        with unavailable_as_store_error(), self.engine.connect() as conn:
+            self.site_target_in(conn, org_id, site_target_id)
+            rows, clicks, impressions = conn.execute(
+                text(
+                    "SELECT count(*), coalesce(sum(clicks), 0), coalesce(sum(impressions), 0)"
+                    " FROM site_search_rows WHERE site_target_id = :id"
+                ),
+                {"id": site_target_id},
+            ).one()
+        return SearchTotals(int(rows), int(clicks), int(impressions))
 
     def reconcile_events(
         self, org_id: str, site_target_id: uuid.UUID, limit: int = 50

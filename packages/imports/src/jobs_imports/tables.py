@@ -100,13 +100,16 @@ imports = Table(
     Column("started_at", TIMESTAMPTZ),
     Column("finished_at", TIMESTAMPTZ),
     CheckConstraint(
-        "status IN ('pending', 'running', 'done', 'failed')", name="imports_status_check"
+        "status IN ('pending', 'running', 'done', 'failed', 'cancelled')",
+        name="imports_status_check",
     ),
     CheckConstraint(
         "rows_read >= 0 AND rows_inserted >= 0 AND rows_skipped >= 0 AND rows_errors >= 0",
         name="imports_counts_check",
     ),
     Index("imports_org_target_created_idx", "org_id", "site_target_id", "created_at"),
+    # an upload's content already imported for the site target (ImportsService.create_import)
+    Index("imports_org_target_sha_idx", "org_id", "site_target_id", "file_sha256"),
 )
 """One upload of a file, its status and its counts (``report`` holds the first errors)."""
 

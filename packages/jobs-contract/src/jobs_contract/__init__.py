@@ -1,8 +1,8 @@
 """jobs-contract: the contract suite of the store port, for any adapter (docs/adapters.md).
 
 What every :class:`jobs_core.JobStore` must do (docs/contract.md), as pytest tests that know
-nothing of the adapter they run on. An adapter's test suite provides a few fixtures and imports
-the parts it runs, one test module per part::
+nothing of the adapter they run on, in parts by the store's roles (:data:`ROLES`). An adapter's
+test suite provides a few fixtures and imports the parts it runs, one test module per part::
 
     # conftest.py of the adapter's tests
     @pytest.fixture
@@ -14,8 +14,8 @@ the parts it runs, one test module per part::
     @pytest.fixture
     def jobs_quota_store(store: JobStore) -> QuotaStore: ...  # only for jobs_contract.quotas
 
-    # test_contract_store.py (and one such file per part in PARTS)
-    from jobs_contract.store import *  # noqa: F403
+    # test_contract_attempts.py (and one such file per part in PARTS)
+    from jobs_contract.attempts import *  # noqa: F403
 
 The fixtures the adapter provides:
 
@@ -35,8 +35,12 @@ The suite brings its own ``store`` (one call of the factory) and ``clock`` (a
 import pytest
 
 PARTS = (
-    "jobs_contract.store",
+    "jobs_contract.enqueue",
+    "jobs_contract.attempts",
+    "jobs_contract.sweep",
+    "jobs_contract.org_jobs",
     "jobs_contract.operator_reads",
+    "jobs_contract.workers",
     "jobs_contract.json_documents",
     "jobs_contract.flow_control",
     "jobs_contract.fair_claim",
@@ -48,6 +52,26 @@ PARTS = (
     "jobs_contract.quotas",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
+
+ROLES = {
+    "jobs_core.ports.Enqueueing": ("jobs_contract.enqueue", "jobs_contract.json_documents"),
+    "jobs_core.ports.Attempts": (
+        "jobs_contract.attempts",
+        "jobs_contract.fair_claim",
+        "jobs_contract.flow_control",
+        "jobs_contract.transitions",
+        "jobs_contract.checkpoint",
+    ),
+    "jobs_core.ports.Recovery": ("jobs_contract.sweep", "jobs_contract.end_hooks"),
+    "jobs_core.ports.OrgJobs": ("jobs_contract.org_jobs", "jobs_contract.flow_control"),
+    "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
+    "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
+    "jobs_core.events.EventFeed": ("jobs_contract.events",),
+    "jobs_core.quotas.QuotaStore": ("jobs_contract.quotas",),
+    "jobs_core.ports.JobStore": ("jobs_contract.stateful",),
+}
+"""Each role of the store (decision 0031), and the parts that check it. ``stateful`` runs random
+programs over the whole store; an adapter that plays every role runs every part."""
 
 # The parts are imported into the adapter's test modules: pytest rewrites their asserts (so a
 # failure shows the values compared) only if it knows them before they are first imported.

@@ -1,6 +1,6 @@
 """Flow control on every adapter (docs/flow-control.md): type-owned dedup keys, concurrency
-limits per key and per type enforced by the claim, priorities, snooze, the worker registry and
-"why is this job waiting?"."""
+limits per key and per type enforced by the claim, priorities, snooze, and "why is this job
+waiting?" (the worker registry itself: ``jobs_contract.workers``)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from jobs_core import (
 from jobs_core.errors import DedupKeyOwned
 from jobs_core.flow import KeyScope, scoped_key
 from jobs_core.runner import SNOOZED_TOO_OFTEN, execute
-from jobs_core.workers import WORKER_SILENT_S, WorkerInfo
+from jobs_core.workers import WorkerInfo
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
 
@@ -328,28 +328,11 @@ def _worker(clock: FakeClock, types: tuple[str, ...]) -> WorkerInfo:
     return WorkerInfo(uuid.uuid4(), "host-1", 4242, types, 4, now, now)
 
 
-def test_workers_register_show_life_and_go(store: JobStore, clock: FakeClock) -> None:
-    registry: Any = store
-    a = _worker(clock, ("crawl",))
-    registry.register_worker(a)
-    clock.advance(1)
-    b = _worker(clock, ("plain", "fetch"))
-    registry.register_worker(b)
-    assert [w.id for w in registry.live_workers(clock.now())] == [a.id, b.id]
-    assert registry.live_workers(clock.now())[1].types == ("plain", "fetch")
-    registry.unregister_worker(a.id)
-    assert [w.id for w in registry.live_workers(clock.now())] == [b.id]
-    clock.advance(WORKER_SILENT_S + 1)
-    assert registry.live_workers(clock.now()) == []  # silent: not live, forgotten
-    assert registry.worker_seen(b.id, clock.now()) is False
-
-
 def test_why_a_job_is_waiting(store: JobStore, service: JobService, clock: FakeClock) -> None:
-    registry: Any = store
     later = service.enqueue(ORG, "plain", {}, run_at=clock.now() + timedelta(hours=1)).job
     codes = [r.code for r in service.why_waiting(later)]
     assert codes == ["scheduled", "no_worker"]
-    registry.register_worker(_worker(clock, ("plain", "fetch", "capped")))
+    store.register_worker(_worker(clock, ("plain", "fetch", "capped")))
     assert [r.code for r in service.why_waiting(later)] == ["scheduled"]
 
     service.enqueue_many(ORG, "fetch", [{"site_id": 9}] * 3)

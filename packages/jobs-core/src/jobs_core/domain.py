@@ -1,4 +1,6 @@
-"""The job model: statuses, the :class:`Job` record and its legal transitions as pure functions.
+"""The job model: the :class:`Job` record and its legal transitions as pure functions (its
+statuses in :mod:`jobs_core.states`, the outcomes of an attempt in :mod:`jobs_core.outcomes`,
+both re-exported here).
 
 Every function here takes the current job and returns the next one, or raises
 :class:`~jobs_core.errors.InvalidTransition`. The end of an attempt is also given as data: a
@@ -11,7 +13,6 @@ outcome; both stores assign those columns under the lease fence (the in-memory s
 from __future__ import annotations
 
 import dataclasses
-import enum
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,76 +20,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from jobs_core.errors import InvalidTransition
-
-
-class Status(enum.StrEnum):
-    """Where a job is in its life. The CHECK constraint of the ``jobs`` table lists these five."""
-
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-    @property
-    def is_finished(self) -> bool:
-        """True for the three terminal statuses."""
-        return self in FINISHED
-
-
-ACTIVE: frozenset[Status] = frozenset({Status.QUEUED, Status.RUNNING})
-FINISHED: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
-
-ENDED_WITH_HOOK: frozenset[Status] = frozenset({Status.FAILED, Status.CANCELLED})
-"""The endings that have an end hook (``on_fail``, ``on_cancel``; :mod:`jobs_core.hooks`)."""
-
-HOOK_RETRY_S = 60.0
-"""How long a hook taken by a worker is not taken by another (the worker ending a job is given
-as long to run its hook before the others may): a hook whose worker died, or that raised, runs
-again this much later (decision 0025)."""
-
-
-class CancelReason(enum.StrEnum):
-    """Why a running attempt was asked to stop (``JobContext.cancel_reason``).
-
-    ``REQUESTED``: somebody cancelled the job (the API, the CLI, the panel); it ends
-    ``cancelled``. ``TIMEOUT``: the attempt ran past its type's ``timeout_s``; it fails as a
-    timeout (retried if the type says so). ``SHUTDOWN``: the worker is stopping and hands the job
-    back to the queue, the attempt refunded. ``LEASE_LOST``: the worker could not prove its lease
-    (the job was swept and taken by another attempt, or the worker's lease fence stopped it): this
-    attempt's writes are refused, another attempt runs or will run the job.
-    """
-
-    REQUESTED = "requested"
-    TIMEOUT = "timeout"
-    SHUTDOWN = "shutdown"
-    LEASE_LOST = "lease_lost"
-
-    @property
-    def message(self) -> str:
-        """The default human-readable text of the reason."""
-        return _CANCEL_MESSAGES[self]
-
-
-_CANCEL_MESSAGES = {
-    CancelReason.REQUESTED: "cancellation requested",
-    CancelReason.TIMEOUT: "timed out",
-    CancelReason.SHUTDOWN: "the worker shut down before the job finished",
-    CancelReason.LEASE_LOST: "lease lost: the job was swept and taken by another attempt",
-}
-
-
-class DedupScope(enum.StrEnum):
-    """When a job's dedup key is released (docs/contract.md §3).
-
-    ``QUEUE``: at claim — the same work never piles up in the queue, yet can be enqueued again as
-    soon as a run starts (no lost wake-up). ``ACTIVE``: when the job ends — never two active
-    instances of the same work.
-    """
-
-    QUEUE = "queue"
-    ACTIVE = "active"
-
+from jobs_core.outcomes import Cancelled as Cancelled
+from jobs_core.outcomes import Done as Done
+from jobs_core.outcomes import Failed as Failed
+from jobs_core.outcomes import Outcome as Outcome
+from jobs_core.outcomes import Requeue as Requeue
+from jobs_core.outcomes import heartbeat_progress as heartbeat_progress
+from jobs_core.outcomes import parse_heartbeat as parse_heartbeat
+from jobs_core.states import ACTIVE as ACTIVE
+from jobs_core.states import ENDED_WITH_HOOK as ENDED_WITH_HOOK
+from jobs_core.states import FINISHED as FINISHED
+from jobs_core.states import HOOK_RETRY_S as HOOK_RETRY_S
+from jobs_core.states import CancelReason as CancelReason
+from jobs_core.states import DedupScope as DedupScope
+from jobs_core.states import Status as Status
 
 MAX_ATTEMPTS_EXCEEDED = "max attempts exceeded"
 
@@ -185,72 +130,6 @@ PRIORITY_MAX = 100
 def claim_order(job: Job) -> tuple[int, datetime, uuid.UUID]:
     """The order a claim takes due jobs in: higher priority first, then oldest first."""
     return (-job.priority, job.created_at, job.id)
-
-
-# ---- outcomes of an attempt -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """The handler returned: the job is done with this report."""
-
-    report: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    """The attempt failed definitively: short ``error``, details in ``report``."""
-
-    error: str
-    report: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    """The handler stopped on a cancellation request."""
-
-    report: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Requeue:
-    """Put the job back in the queue to run again at ``run_at`` (retryable error, or sweep).
-
-    ``refund_attempt``: the attempt is handed back unfinished by a worker that is shutting down,
-    so it does not count against ``max_attempts`` (``attempts`` goes back down by one).
-    ``snooze``: the handler asked to run again later (an upstream said "not now"); the attempt is
-    refunded and ``snoozes`` counts one more.
-    """
-
-    run_at: datetime
-    error: str | None = None
-    report: Mapping[str, Any] | None = None
-    refund_attempt: bool = False
-    snooze: bool = False
-
-
-Outcome = Done | Failed | Cancelled | Requeue
-
-
-def heartbeat_progress(progress: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:
-    """``progress`` with its conventional ``updated_at`` key set to ``now``."""
-    merged = dict(progress or {})
-    merged["updated_at"] = now.isoformat()
-    return merged
-
-
-def parse_heartbeat(progress: Mapping[str, Any] | None) -> datetime | None:
-    """The ``updated_at`` of a progress document, if it holds a valid timestamp."""
-    if not progress:
-        return None
-    raw = progress.get("updated_at")
-    if not isinstance(raw, str):
-        return None
-    try:
-        parsed = datetime.fromisoformat(raw)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo is not None else None
 
 
 # ---- transitions ------------------------------------------------------------------------------

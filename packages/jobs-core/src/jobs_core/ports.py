@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
+from jobs_core.workers import WorkerRegistry
 
 
 class Clock(Protocol):
@@ -56,14 +57,14 @@ class WaitingFacts:
 
     ``running_key``: running jobs of the job's type with its concurrency key; ``running_type``:
     running jobs of its type; ``ahead``: due queued jobs of its type a claim takes before it
-    (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (None when
-    the store keeps no worker registry).
+    (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (every
+    store keeps the worker registry, :class:`~jobs_core.workers.WorkerRegistry`).
     """
 
     running_key: int
     running_type: int
     ahead: int
-    live_workers: int | None
+    live_workers: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +91,11 @@ AHEAD_CAP = 10_000
 """``WaitingFacts.ahead`` counts no further (an exact count of a huge queue costs a scan)."""
 
 
-class JobStore(Protocol):
-    """Where jobs live. Every method is atomic on its own.
+class Enqueueing(Protocol):
+    """New jobs and the dedup keys they hold (docs/contract.md §2): what every enqueue path
+    (:meth:`jobs_core.JobService.enqueue`, ``enqueue_many``, a schedule's tick) writes.
+    Contract: ``jobs_contract.enqueue``."""
 
-    Worker writes (``heartbeat``, ``save_progress``, ``complete``) take the :class:`AttemptRef` of
-    the claim and do nothing (False / None) when the job is no longer held by that attempt.
-    Org-scoped reads and admin actions return None for a job that is absent *or* foreign. The
-    operator reads (``get_any_org``, ``list_all_orgs``) are the only ones that cross orgs: an
-    operator at a terminal on the database (the CLI), never a caller of the HTTP API.
-    """
-
-    # -- enqueue ------------------------------------------------------------------------------
     def insert(self, new: NewJob, now: datetime) -> Job | None:
         """Insert a queued job; None if its dedup key is held by another job of the org."""
         ...
@@ -113,7 +108,16 @@ class JobStore(Protocol):
         """The job of the org that holds ``dedup_key`` now, if any."""
         ...
 
-    # -- worker -------------------------------------------------------------------------------
+
+class Attempts(Protocol):
+    """A worker's attempts, the hot path: the claim, the writes of a held job, and the end of
+    attempts (decisions 0027, 0028).
+
+    The writes (``heartbeat``, ``save_progress``, ``complete``) take the :class:`AttemptRef` of
+    the claim and do nothing (False / None) when the job is no longer held by that attempt.
+    Contract: ``jobs_contract.attempts``, ``fair_claim``, ``flow_control``, ``transitions``,
+    ``checkpoint``."""
+
     def claim(
         self,
         limit: int,
@@ -179,6 +183,13 @@ class JobStore(Protocol):
         """
         ...
 
+
+class Recovery(Protocol):
+    """What is owed after attempts ended without their worker: the jobs of lost workers (the
+    sweep, docs/contract.md §5) and the end hooks due (decision 0025). The worker's sweeper and
+    hooks pass call these through :class:`jobs_core.JobService`. Contract:
+    ``jobs_contract.sweep``, ``end_hooks``."""
+
     def find_stale(self, stale_before: datetime, limit: int) -> list[Job]:
         """Running jobs whose last sign of life (``heartbeat_at``, :attr:`Job.last_seen_at`) is
         older than ``stale_before``."""
@@ -204,12 +215,13 @@ class JobStore(Protocol):
         (same ``finished_at``): the hook of a later ending stays due."""
         ...
 
-    def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
-        """What the store knows about why the queued ``job`` has not started (see
-        :mod:`jobs_core.waiting`)."""
-        ...
 
-    # -- org-scoped reads and actions -----------------------------------------------------------
+class OrgJobs(Protocol):
+    """An org's jobs: the reads and the admin actions of the API, the panel and the CLI.
+
+    Scoped to the org: None for a job that is absent *or* foreign. Contract:
+    ``jobs_contract.org_jobs`` (and ``flow_control`` for :meth:`waiting_facts`)."""
+
     def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
         """The org's job, or None."""
         ...
@@ -220,6 +232,11 @@ class JobStore(Protocol):
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Job count per status for the org (every status present, zero included)."""
+        ...
+
+    def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
+        """What the store knows about why the queued ``job`` has not started (see
+        :mod:`jobs_core.waiting`)."""
         ...
 
     def cancel(self, org_id: str, job_id: uuid.UUID, now: datetime) -> Job | None:
@@ -244,7 +261,12 @@ class JobStore(Protocol):
         absent. ``InvalidTransition`` if not finished."""
         ...
 
-    # -- operator reads across orgs (the CLI: ``jobs ls`` without ``--org``, ``jobs show ID``) --
+
+class OperatorReads(Protocol):
+    """The only reads across orgs: an operator at a terminal on the database (the CLI: ``jobs
+    ls`` without ``--org``, ``jobs show ID``), never a caller of the HTTP API. Contract:
+    ``jobs_contract.operator_reads``."""
+
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
         """The job with this id, whichever org owns it; None if there is none."""
         ...
@@ -253,3 +275,13 @@ class JobStore(Protocol):
         """The jobs of every org matching ``query``, newest first, in one read (``before`` is
         the same keyset cursor as in :meth:`list_jobs`)."""
         ...
+
+
+class JobStore(Enqueueing, Attempts, Recovery, OrgJobs, OperatorReads, WorkerRegistry, Protocol):
+    """Where jobs live: one adapter plays every role, each a port of its own (decision 0031).
+    Every method is atomic on its own.
+
+    :class:`jobs_core.JobService` takes the whole store; a part that needs one role names that
+    role (the worker's presence: :class:`~jobs_core.workers.WorkerRegistry`). The contract suite
+    checks each role with its parts (``jobs_contract.ROLES``).
+    """

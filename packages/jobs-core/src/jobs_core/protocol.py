@@ -12,7 +12,7 @@ through its standard streams and its exit status (docs/subprocess-protocol.md):
   asks for another attempt under the type's retry policy; any other code, a death by signal or
   an invalid report fails the attempt.
 
-This module parses and interprets; :mod:`jobs_core.child` runs the processes.
+This module parses and interprets; :mod:`jobs_worker.child` runs the processes.
 """
 
 from __future__ import annotations

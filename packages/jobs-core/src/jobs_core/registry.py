@@ -4,6 +4,7 @@ only ever knows the registry."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
@@ -285,10 +286,11 @@ class Registry:
 
         return decorate
 
-    def include(self, other: Registry) -> None:
-        """Add every type of a module's registry."""
+    def include(self, other: Registry, *, internal: bool = False) -> None:
+        """Add every type of a module's registry; with ``internal``, each as an internal type
+        (``public`` off: a development module's types served, but not over HTTP)."""
         for job_type in other:
-            self.register(job_type)
+            self.register(dataclasses.replace(job_type, public=False) if internal else job_type)
         self.schedules.extend(other.schedules)
 
     def get(self, name: str) -> JobType:
@@ -310,6 +312,25 @@ class Registry:
     def names(self) -> list[str]:
         """Registered type names, sorted."""
         return sorted(self._types)
+
+    # -- the public-type rule: the one place that says what an org may name over HTTP ----------
+    def is_public(self, name: object) -> bool:
+        """True if ``name`` is a registered type that any authenticated org may enqueue or
+        schedule over HTTP (declared ``public``)."""
+        job_type = self._types.get(name) if isinstance(name, str) else None
+        return job_type is not None and job_type.public
+
+    def public_type(self, name: str) -> JobType:
+        """The public type named ``name``; :class:`UnknownJobType` for an internal type exactly
+        as for an absent one, so a caller cannot learn that an internal type exists."""
+        if not self.is_public(name):
+            raise UnknownJobType(name)
+        return self._types[name]
+
+    def public_types(self) -> list[JobType]:
+        """The public types, sorted by name (what ``GET /job-types`` lists and the OpenAPI
+        document describes); internal types are never among them."""
+        return [self._types[name] for name in self.names() if self._types[name].public]
 
     def flow_limits(self) -> dict[str, flow.FlowLimit]:
         """The concurrency limits of the registered types that declare any."""

@@ -178,17 +178,19 @@ class JobService:
             raise JobNotFound()
 
     # -- worker side --------------------------------------------------------------------------
-    def claim(self, limit: int) -> list[Job]:
-        """Claim up to ``limit`` jobs of the registered types (under their limits; in fair order
-        between orgs with ``fair_claim``: every selection composes, decision 0027)."""
+    def claim(self, limit: int, types: Sequence[str] | None = None) -> list[Job]:
+        """Claim up to ``limit`` jobs of the registered types, or of those of ``types`` (under
+        their limits; in fair order between orgs with ``fair_claim``: every selection composes,
+        decision 0027)."""
         turn = self._turn if self.fair_claim else None
         limits = self._limits()
         now = self.clock.now()
+        names = self.registry.names() if types is None else list(types)
         if turn is None and limits is None:  # the plain claim (a store written before limits)
-            return self.store.claim(limit, now, self.registry.names())
+            return self.store.claim(limit, now, names)
         if turn is None:
-            return self.store.claim(limit, now, self.registry.names(), limits=limits)
-        claimed = self.store.claim(limit, now, self.registry.names(), limits=limits, turn=turn)
+            return self.store.claim(limit, now, names, limits=limits)
+        claimed = self.store.claim(limit, now, names, limits=limits, turn=turn)
         self._turn = flow.next_turn(turn, claimed)
         return claimed
 

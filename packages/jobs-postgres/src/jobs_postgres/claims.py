@@ -247,7 +247,7 @@ _CLAIMED = f"""claimed AS (
 )"""
 
 # A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
-# attempt with its ``ord`` (store._patches_json).
+# attempt with its ``ord`` (rows.patches_json).
 _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
@@ -256,7 +256,7 @@ _OUTCOME = """outcome AS (
     )
 )"""
 
-# Row locks of a finish, in one order. ``:outcomes`` comes sorted by id (store._patches_json),
+# Row locks of a finish, in one order. ``:outcomes`` comes sorted by id (rows.patches_json),
 # and the update meets its rows in that order whatever its join: driven by ``outcome`` (a hash
 # or nested loop join, outcome outer: its order) or by the primary key's ``= ANY`` scan (key
 # order), so a finish locks its rows in ascending id order, as every other multi-row write that

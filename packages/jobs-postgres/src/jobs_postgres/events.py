@@ -19,6 +19,7 @@ more than a poll of an index costs the API (decision 0013, bench/NOTES.md).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -70,7 +71,22 @@ _JOB = ", ".join(f"e.{name}" for name in EVENT_JOB_COLUMNS)
 READ_ALL = text(_READ.format(org="", job=_JOB))
 READ_ORG = text(_READ.format(org="AND e.org_id = :org_id", job=_JOB))
 
-HEAD = text(f"WITH {_BOUNDARY} SELECT boundary FROM b")
+# The boundary, and whether it is the xid of a transaction the activity view did not show: one
+# of another database that ended between the snapshot and that read (or a prepared one), which
+# the boundary counts as ours to stay on the safe side (see :meth:`PostgresEventFeed.head`).
+HEAD = text(
+    f"""WITH {_BOUNDARY}
+SELECT b.boundary, EXISTS (
+    SELECT 1 FROM ours AS o
+    WHERE o.x::text::bigint = b.boundary AND NOT EXISTS (
+        SELECT 1 FROM pg_stat_get_activity(NULL) a
+        WHERE a.backend_xid::text = (o.x::text::bigint % 4294967296)::text
+    )
+) FROM b"""
+)
+HEAD_TRIES = 5
+"""How often :meth:`PostgresEventFeed.head` reads the boundary again while an unseen
+transaction holds it (1 ms apart)."""
 # One snapshot: the boundary, the snapshot's xmax, and this database's transactions running.
 PRESENT = text(
     f"""WITH {_BOUNDARY}
@@ -178,9 +194,21 @@ class PostgresEventFeed:
         return EventBatch(events, cursor)
 
     def head(self) -> Position:
-        """``(boundary, 0)``: every row written from now on comes after it."""
+        """``(boundary, 0)``: every row written from now on comes after it.
+
+        The boundary is safe but may be early: a transaction of another database that ended
+        between the snapshot and the read of the activity view is not known to be another
+        database's, so it holds the boundary, and a reader starting there would read again
+        changes committed before the head was asked for. Such a transaction has just ended:
+        the head is read again (:data:`HEAD_TRIES` times, 1 ms apart) while one holds it.
+        """
         with unavailable_as_store_error(), self._reading.connect() as conn:
-            return Position(int(conn.execute(HEAD).scalar_one()), 0)
+            for _ in range(HEAD_TRIES):
+                boundary, unseen = conn.execute(HEAD).one()
+                if not unseen:
+                    break
+                time.sleep(0.001)
+            return Position(int(boundary), 0)
 
     def present(self) -> Present:
         """The snapshot of now: below the boundary all committed, from ``xmax`` none, between

@@ -2,7 +2,7 @@
 
 Only ``sha256(cookie)`` is stored, with the token the session was opened with: a session is live
 while it is not ended, not expired and its token is not revoked, so revoking a token ends its
-sessions. It implements the session port ``jobs_core.tokens.SessionStore``.
+sessions. It implements the session port ``jobs_tokens.SessionStore``.
 """
 
 from __future__ import annotations

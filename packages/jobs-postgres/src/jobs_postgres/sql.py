@@ -28,7 +28,7 @@ PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
 returns them with a job, the event log leaves them out."""
 
 COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns if c.name not in PRIVATE_COLUMNS)
-"""The ``jobs`` columns in the order every statement returns them (see ``store._job``)."""
+"""The ``jobs`` columns in the order every statement returns them (see ``rows.job_from_row``)."""
 
 
 def columns(alias: str) -> str:
@@ -97,10 +97,12 @@ def _insert_many(source: str) -> str:
     """Insert the rows of ``source`` (columns id, org_id, type, payload, dedup_key,
     dedup_scope, max_attempts, run_at, priority, concurrency_key) in one statement.
 
-    Index: jobs_org_dedup_key_key, as for INSERT. The ids are made by the caller, ascending in
-    input order, so rows are inserted in input order (within the batch the first job with a
-    key wins it, as on memory) and only the ids of the inserted jobs that have a key come back:
-    the caller already has the rest of each row.
+    Index: jobs_org_dedup_key_key, as for INSERT. Rows are inserted in key order, then in input
+    order (the caller's ids ascend in input order): a row waits on another transaction's
+    uncommitted row of the same key, so two batches sharing keys wait on each other's keys in
+    one order, never in a cycle (in input order, the same keys in opposite orders deadlocked);
+    within the batch the first job with a key still wins it, as on memory. Only the ids of the
+    inserted jobs that have a key come back: the caller already has the rest of each row.
     """
     return f"""
 WITH inserted AS (
@@ -112,7 +114,7 @@ WITH inserted AS (
            n.dedup_scope, n.max_attempts, CAST(:now AS timestamptz),
            coalesce(n.run_at, CAST(:now AS timestamptz)), n.priority, n.concurrency_key
     FROM {source}
-    ORDER BY n.id
+    ORDER BY n.org_id, n.dedup_key, n.id
     {ON_DEDUP_CONFLICT}
     RETURNING j.id, j.org_id, j.status, j.dedup_key
 ),

@@ -1,5 +1,5 @@
 """API token hashes in the ``api_tokens`` table: the PostgreSQL adapter of the token port
-``jobs_core.tokens.TokenStore`` (whose in-memory twin is ``jobs_core.tokens.InMemoryTokenStore``).
+``jobs_tokens.TokenStore`` (whose in-memory twin is ``jobs_tokens.InMemoryTokenStore``).
 
 A token is hashed before it gets here: the table only ever holds ``token_hash``, so whoever
 reads it cannot authenticate.
@@ -11,7 +11,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from jobs_core.tokens import TokenRecord
+from jobs_tokens import TokenRecord
 from sqlalchemy import Engine, Select, exc, insert, select, update
 
 from jobs_postgres.errors import unavailable_as_store_error, unique_violation

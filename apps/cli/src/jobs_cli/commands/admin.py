@@ -45,8 +45,8 @@ def migrate(args: argparse.Namespace, settings: CliSettings) -> int:
 def issue(engine: Engine, org: str, label: str) -> tuple[str, str]:
     """Create a token for ``org``: ``(token, token_id)``."""
     from jobs_core import SystemClock
-    from jobs_core.tokens import issue_token
     from jobs_postgres.tokens import PostgresTokenStore
+    from jobs_tokens import issue_token
 
     try:
         token, record = issue_token(PostgresTokenStore(engine), org, label, SystemClock().now())
@@ -75,8 +75,8 @@ def token_create(args: argparse.Namespace, settings: CliSettings) -> int:
 
 def token_revoke(args: argparse.Namespace, settings: CliSettings) -> int:
     """Revoke a token by id or by value."""
-    from jobs_core.tokens import revoke_token
     from jobs_postgres.tokens import PostgresTokenStore
+    from jobs_tokens import revoke_token
 
     value: str = args.token if args.token is not None else args.token_id
     with db.engine(settings) as engine:

@@ -42,7 +42,7 @@ from jobs_core.errors import OUTAGE_ERRORS, is_outage
 from jobs_worker.fence import LeaseFence
 from jobs_worker.handler_calls import HandlerCalls
 from jobs_worker.logs import log_event
-from jobs_worker.presence import presence_of
+from jobs_worker.presence import Presence
 from jobs_worker.worker.claiming import Demand
 from jobs_worker.worker.completer import Completer
 from jobs_worker.worker.config import EXIT_FENCED, EXIT_WEDGED, WorkerConfig
@@ -128,15 +128,15 @@ class Worker:
             _thread(self.hooks.serve, "jobs-hooks"),
         ]
         self.fence.start()
-        presence = presence_of(
+        # workers are known (jobs workers, "why is this job waiting?"): every store keeps them
+        presence = Presence(
             self.service.store,
             self.clock,
             self.service.registry.names(),
             cfg.concurrency,
             shared.halt,
         )
-        if presence is not None:  # workers are known (jobs workers, "why is this job waiting?")
-            housekeeping.append(_thread(presence.run, "jobs-presence"))
+        housekeeping.append(_thread(presence.run, "jobs-presence"))
         shared.wake()  # the first claim, at once
         try:
             # Short waits: a signal handler (stop()) runs on this thread between them.

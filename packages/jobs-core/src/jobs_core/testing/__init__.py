@@ -126,9 +126,11 @@ class JobsHarness:
         return self.service.cancel(job.org_id, job.id)
 
     def claim(self, type_name: str | None = None) -> Job | None:
-        """Claim the next due job (of ``type_name`` if given, else of any registered type)."""
-        types = [type_name] if type_name is not None else self.registry.names()
-        claimed = self.store.claim(1, self.now(), types)
+        """Claim the next due job (of ``type_name`` if given, else of any registered type) as a
+        worker's claim would: under the types' concurrency limits, in the service's order
+        (fair between orgs by default) — a job whose key or type is full is not claimed."""
+        types = None if type_name is None else [type_name]
+        claimed = self.service.claim(1, types)
         if not claimed:
             return None
         self._orgs.add(claimed[0].org_id)

@@ -1,5 +1,6 @@
-"""API tokens and the browser sessions opened with them: the credential component that the API
-(which resolves them to an org) and the CLI (which issues and revokes them) both use.
+"""jobs-tokens: API tokens and the browser sessions opened with them, the credential component
+that the API (which resolves them to an org) and the CLI (which issues and revokes them) both
+use. A package of its own, beside jobs-core (decision 0030): credentials are not the job domain.
 
 A token is ``jobs_`` followed by 43 URL-safe characters (``secrets.token_urlsafe(32)``: 256 random
 bits). The prefix makes a leaked token recognisable by secret scanners and lets the API refuse a

@@ -9,7 +9,7 @@ outcome. Its lifecycle rules (docs/subprocess-protocol.md):
   gives it, in a scratch directory of its own (removed after);
 - ``PR_SET_PDEATHSIG`` (through ``setpriv``, else a pre-exec ``prctl``) kills the child if the
   worker dies, even by ``kill -9``, and the
-  :mod:`reaper <jobs_core.reaper>` kills the rest of its process group;
+  :mod:`reaper <jobs_worker.reaper>` kills the rest of its process group;
 - **cancellation** (the context cancelled: a request, a lost lease, the worker handing the job
   back at shutdown) sends SIGTERM to the group, then SIGKILL after ``kill_grace_s``; the
   attempt ends cancelled;
@@ -35,9 +35,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs_core import protocol, reaper
+from jobs_core import protocol
 from jobs_core.context import JobContext
 from jobs_core.errors import JobCancelled, JobTimeout
+
+from jobs_worker import reaper
 
 log = logging.getLogger("jobs.child")
 

@@ -1,0 +1,129 @@
+"""Rows of ``jobs`` and the store's values: a row read back into a :class:`~jobs_core.Job`, a
+job written back after a locked read, and the JSON documents the statements take (a batch of
+patches, a report or progress document)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from jobs_core import codec, domain
+from jobs_core.domain import DedupScope, Job, Patch, Status
+from sqlalchemy import Connection
+
+from jobs_postgres import sql
+
+STATUS_OF = {status.value: status for status in Status}
+_SCOPE = {scope.value: scope for scope in DedupScope}
+
+
+_AT = {name: index for index, name in enumerate(sql.COLUMNS)}
+_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
+if set(_FIELDS) != set(sql.COLUMNS):  # pragma: no cover - a schema change without the model's
+    raise RuntimeError("the columns of jobs must be the fields of jobs_core.Job")
+_ORDER = tuple(_AT[name] for name in _FIELDS)
+_STATUS_AT = _FIELDS.index("status")
+_SCOPE_AT = _FIELDS.index("dedup_scope")
+
+
+def job_from_row(row: Sequence[Any]) -> Job:
+    """A ``jobs`` row (columns in :data:`sql.COLUMNS` order) as a :class:`Job`.
+
+    Positional, in the order of Job's fields: the claim and the finish build one per job on
+    the worker's hot path, where a dict of keyword arguments per row showed in the profiles.
+    """
+    if len(row) != len(_ORDER):
+        raise ValueError(f"a jobs row has {len(_ORDER)} columns, not {len(row)}")
+    values = [row[index] for index in _ORDER]
+    values[_STATUS_AT] = STATUS_OF[values[_STATUS_AT]]
+    values[_SCOPE_AT] = _SCOPE[values[_SCOPE_AT]]
+    return Job(*values)
+
+
+def locked_job(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:
+    row = conn.execute(sql.GET_FOR_UPDATE, {"org_id": org_id, "id": job_id}).first()
+    return None if row is None else job_from_row(row)
+
+
+_SAVED = (
+    "status",
+    "attempts",
+    "dedup_key",
+    "run_at",
+    "error",
+    "started_at",
+    "finished_at",
+    "cancel_requested_at",
+    "lease",
+    "snoozes",
+)
+"""The columns sql.SAVE writes: every column an admin transition of the domain changes."""
+
+
+def save_job(conn: Connection, before: Job, after: Job, now: datetime) -> Job:
+    """Write ``after`` (the domain's transition of the locked row ``before`` at ``now``) back,
+    with the end hook's marker the core gives for it (:func:`jobs_core.domain.end_hook_due`: no
+    worker ended the job)."""
+    changed = {
+        f.name for f in dataclasses.fields(Job) if getattr(before, f.name) != getattr(after, f.name)
+    }
+    if not changed <= set(_SAVED):  # a new domain rule this statement does not know yet
+        raise RuntimeError(f"sql.SAVE does not write {sorted(changed - set(_SAVED))}")
+    params: dict[str, Any] = {name: getattr(after, name) for name in _SAVED}
+    params["status"] = after.status.value
+    params["id"] = after.id
+    params["hook_due_at"] = domain.end_hook_due(after.status, now, by_worker=False)
+    return job_from_row(conn.execute(sql.SAVE, params).one())
+
+
+def has_sweep_patches(patches: Sequence[Patch]) -> bool:
+    """Whether a batch holds sweep patches (``seen_at``: taken only if their rows are free)."""
+    return any(change.seen_at is not None for change in patches)
+
+
+def patches_json(patches: Sequence[Patch]) -> str:
+    """The ``:outcomes`` parameter of the finish: each patch's columns as given, ``ord`` its
+    input index (claims._OUTCOME), sorted by job id: the finish locks its rows in the order it
+    reads them (decision 0027). Only the report is a handler's document (normalised by the
+    codec); the rest is text, numbers and nulls built here, encoded as they are.
+
+    The same attempt twice in a batch: the first patch wins, as applied in order (after it the
+    job is no longer running under that lease)."""
+    first: dict[uuid.UUID, tuple[int, Patch]] = {}
+    for ord_, change in enumerate(patches):
+        first.setdefault(change.ref.job_id, (ord_, change))
+    batch = []
+    for job_id in sorted(first):
+        ord_, change = first[job_id]
+        ref = change.ref
+        batch.append(
+            {
+                "ord": ord_,
+                "id": str(ref.job_id),
+                "lease": str(ref.lease),
+                "status": change.status.value,
+                "attempts": change.attempts,
+                "snoozes": change.snoozes,
+                "run_at": change.run_at.isoformat(),
+                "error": change.error,
+                "report": None if change.report is None else codec.document(change.report),
+                "finished_at": _instant(change.finished_at),
+                "dedup_key": change.dedup_key,
+                "seen_at": _instant(change.seen_at),
+                "hook_due_at": _instant(change.hook_due_at),
+            }
+        )
+    return codec.encode_plain(batch)
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def document_json(document: object) -> str:
+    """A report or progress document as JSON (:mod:`jobs_core.codec`: never refused; what a
+    payload would refuse is kept as text)."""
+    return codec.encode_document(document)
