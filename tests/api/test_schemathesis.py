@@ -52,10 +52,10 @@ def test_every_operation_honours_the_schema(
     # Missing and malformed tokens have their own test (tests/api/test_routes.py, 401s alike).
     schema.config.generation.update(with_security_parameters=False)
     operations = [r.ok() for r in schema.get_all_operations() if isinstance(r, Ok)]
-    # /jobs, /healthz, /job-types, /jobs/events and /session (3); /schedules and
-    # /settings/retention on the PostgreSQL store only.
+    # /jobs, /healthz, /job-types, /jobs/events, /session (3), /quotas and /settings/quotas (3);
+    # /schedules and /settings/retention on the PostgreSQL store only.
     postgres = app.state.container.config.store() == "postgres"
-    assert len(operations) == (21 if postgres else 13)
+    assert len(operations) == (25 if postgres else 17)
     # The event stream never ends: tests/api/test_events_http.py checks it on a real server.
     operations = [o for o in operations if o.path != "/jobs/events"]
 

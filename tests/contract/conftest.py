@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from jobs_core import InMemoryJobStore, JobStore
 from jobs_core.events import EventFeed
+from jobs_core.quotas import InMemoryQuotaStore, QuotaStore
 
 ADAPTERS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
 
@@ -58,3 +59,17 @@ def jobs_event_feed(store: JobStore, request: pytest.FixtureRequest) -> Iterator
 def jobs_state_machine_examples(jobs_store_factory: Callable[[], JobStore]) -> int:
     """More random programs in memory, where one costs little."""
     return 60 if jobs_store_factory is InMemoryJobStore else 25
+
+
+@pytest.fixture
+def jobs_quota_store(store: JobStore, request: pytest.FixtureRequest) -> QuotaStore:
+    """The quota store that counts the jobs of the store under test."""
+    if isinstance(store, InMemoryJobStore):
+        return InMemoryQuotaStore(store)
+    from jobs_postgres.quotas import PostgresQuotaStore
+    from sqlalchemy import Engine, text
+
+    engine: Engine = request.getfixturevalue("pg_engine")
+    with engine.begin() as connection:  # other tests of the session leave schedules behind
+        connection.execute(text("TRUNCATE schedules, schedule_runs, job_org_quotas CASCADE"))
+    return PostgresQuotaStore(engine)

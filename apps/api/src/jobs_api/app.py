@@ -19,6 +19,7 @@ from jobs_api.limits import BodySizeLimit
 from jobs_api.openapi import openapi_builder
 from jobs_api.panel import build_router as build_panel_router
 from jobs_api.problems import install_problem_handlers, unexpected_error
+from jobs_api.quotas import router as quotas_router
 from jobs_api.routes import router
 from jobs_api.schedules import router as schedules_router
 from jobs_api.sessions import install_session_handlers
@@ -105,6 +106,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)
+    app.include_router(quotas_router)
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)
     app.include_router(build_panel_router())

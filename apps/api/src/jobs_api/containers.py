@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
+from jobs_core.quota_service import QuotaService
+from jobs_core.quotas import InMemoryQuotaStore, Quotas, QuotaStore
 from jobs_tokens import (
     InMemorySessionStore,
     InMemoryTokenStore,
@@ -66,6 +68,12 @@ def _postgres_store(engine: Engine) -> JobStore:
     from jobs_postgres.store import PostgresJobStore
 
     return PostgresJobStore(engine)
+
+
+def _postgres_quota_store(engine: Engine) -> QuotaStore:
+    from jobs_postgres.quotas import PostgresQuotaStore
+
+    return PostgresQuotaStore(engine)
 
 
 def _postgres_token_store(engine: Engine) -> TokenStore:
@@ -215,6 +223,29 @@ class Container(containers.DeclarativeContainer):
     service = providers.ThreadSafeSingleton(
         JobService, store=store, registry=service_registry, clock=clock
     )
+
+    quota_store = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(InMemoryQuotaStore, store),
+        postgres=providers.ThreadSafeSingleton(_postgres_quota_store, engine),
+    )
+    quota_defaults = providers.ThreadSafeSingleton(
+        Quotas,
+        max_schedules=config.quota_max_schedules,
+        min_schedule_interval_s=config.quota_min_schedule_interval_s,
+        max_queued=config.quota_max_queued,
+        enqueue_rate=config.quota_enqueue_rate,
+        enqueue_burst=config.quota_enqueue_burst,
+    )
+    quotas = providers.ThreadSafeSingleton(
+        QuotaService,
+        quota_store,
+        quota_defaults,
+        clock,
+        enabled=config.quotas,
+        refresh_s=config.quota_refresh_s,
+    )
+    """Quotas per org (docs/flow-control.md): what a tenant's enqueue and schedules are held to."""
 
 
 def compose_registry(

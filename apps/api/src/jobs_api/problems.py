@@ -25,6 +25,7 @@ from jobs_core import (
     StoreUnavailable,
     UnknownJobType,
 )
+from jobs_core.quotas import Quota, QuotaExceeded
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -72,9 +73,11 @@ def problem(
     kind: str | None = None,
     errors: Sequence[Mapping[str, Any]] | None = None,
     headers: Mapping[str, str] | None = None,
+    members: Mapping[str, Any] | None = None,
 ) -> ProblemResponse:
     """A problem response; ``kind`` becomes ``urn:jobs:problem:<kind>`` (else ``about:blank``,
-    whose title is the HTTP reason phrase)."""
+    whose title is the HTTP reason phrase); ``members`` are extension members (RFC 9457 §3.2,
+    e.g. the ``quota`` a 429 names)."""
     body: dict[str, Any] = {
         "type": f"urn:jobs:problem:{kind}" if kind else "about:blank",
         "title": HTTPStatus(status).phrase,
@@ -83,6 +86,7 @@ def problem(
     }
     if errors is not None:
         body["errors"] = [_field_error(e) for e in errors]
+    body.update(members or {})
     return ProblemResponse(body, status_code=status, headers=dict(headers or {}))
 
 
@@ -132,7 +136,8 @@ _DESCRIPTIONS = {
     409: "The job's state forbids this action, or its dedup key is held by another job.",
     413: "The request body is larger than the configured limit.",
     422: "The request is invalid; `errors` lists the rejected fields.",
-    429: "Over a cap (the detail names its setting); retry after `Retry-After` seconds.",
+    429: "Over a quota (`quota` names it: `queued_jobs` or `enqueue_rate`) or a cap (the "
+    "detail names its setting, e.g. open event streams); retry after `Retry-After` seconds.",
     503: "The job store cannot be reached; retry later.",
 }
 
@@ -217,6 +222,33 @@ def _unknown_job_type(request: Request, exc: Exception) -> ProblemResponse:
     )
 
 
+QUOTA_STATUS = {
+    Quota.QUEUED_JOBS: 429,
+    Quota.ENQUEUE_RATE: 429,
+    Quota.SCHEDULES: 409,
+    Quota.SCHEDULE_INTERVAL: 422,
+}
+"""How each quota refuses: an enqueue 429 (waiting helps), a schedule too many 409 (the org's
+state forbids it), a schedule too frequent 422 (its ``cron`` is what is refused)."""
+
+
+def _quota_exceeded(request: Request, exc: Exception) -> ProblemResponse:
+    assert isinstance(exc, QuotaExceeded)
+    status = QUOTA_STATUS[exc.quota]
+    headers = {}
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(exc.retry_after_s)
+    errors = None
+    if exc.quota is Quota.SCHEDULE_INTERVAL:
+        errors = [{"loc": ["body", "cron"], "msg": str(exc), "type": "quota_exceeded"}]
+    members: dict[str, Any] = {"quota": exc.quota.value, "limit": exc.limit}
+    if exc.used is not None:
+        members["used"] = exc.used
+    return problem(
+        status, str(exc), kind="quota-exceeded", errors=errors, headers=headers, members=members
+    )
+
+
 def _store_unavailable(request: Request, exc: Exception) -> ProblemResponse:
     log.warning("job store unavailable: %s", exc)
     return problem(
@@ -264,4 +296,5 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(UnknownJobType, _unknown_job_type)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)
     app.add_exception_handler(StoreRefused, _store_refused)
+    app.add_exception_handler(QuotaExceeded, _quota_exceeded)
     app.add_exception_handler(Exception, _unexpected)

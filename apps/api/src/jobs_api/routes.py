@@ -14,6 +14,7 @@ from jobs_core import JobFilter, JobNotFound, JobService, Status
 
 from jobs_api.auth import CurrentOrgDep
 from jobs_api.problems import problem, problem_responses
+from jobs_api.quotas import admit
 from jobs_api.schemas import (
     EnqueueIn,
     Health,
@@ -96,7 +97,7 @@ def healthz(request: Request) -> Any:
             "model": JobOut,
             "description": "Deduplicated: a job of the org holds `dedup_key`; that job.",
         },
-        **problem_responses(400, 401, 409, 413, 422, 500, 503),
+        **problem_responses(400, 401, 409, 413, 422, 429, 500, 503),
     },
 )
 def enqueue(
@@ -106,8 +107,10 @@ def enqueue(
     request: Request,
     response: Response,
 ) -> JobOut:
-    """Enqueue a job; the row exists when this returns, so the client may poll it at once."""
+    """Enqueue a job; the row exists when this returns, so the client may poll it at once.
+    An org over its quota of queued jobs or its enqueue rate gets 429 with ``Retry-After``."""
     service.registry.public_type(body.type)  # an internal type answers as an unknown one
+    admit(request, org)
     enqueued = service.enqueue(
         org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority
     )
@@ -210,12 +213,17 @@ def cancel_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Jo
     response_model=JobOut,
     tags=["jobs"],
     summary="Queue a failed or cancelled job again",
-    responses=problem_responses(401, 404, 409, 422, 500, 503),
+    responses=problem_responses(401, 404, 409, 422, 429, 500, 503),
 )
-def retry_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+def retry_job(
+    job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep, request: Request
+) -> JobOut:
     """Failed or cancelled → queued with a fresh attempt budget; 409 for another status, or
-    when another job holds its dedup key now."""
-    return JobOut.of(service.retry(org, _job_id(job_id)))
+    when another job holds its dedup key now; 429 over the org's quotas (as an enqueue)."""
+    found = _job_id(job_id)
+    service.get(org, found)  # a foreign or absent job is a 404 before any quota
+    admit(request, org)
+    return JobOut.of(service.retry(org, found))
 
 
 @router.delete(

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from jobs_api.auth import CurrentOrgDep
 from jobs_api.problems import problem, problem_responses
+from jobs_api.quotas import admit, operator_orgs, quota_service
 
 if TYPE_CHECKING:
     from jobs_api.containers import Container
@@ -186,14 +187,21 @@ def list_schedules(org: CurrentOrgDep, request: Request) -> Any:
     responses=problem_responses(400, 401, 409, 413, 422, 500, 503),
 )
 def create_schedule(body: ScheduleIn, org: CurrentOrgDep, request: Request) -> Any:
-    """A schedule enqueuing a job of a public type at each tick of ``cron`` in ``timezone``."""
+    """A schedule enqueuing a job of a public type at each tick of ``cron`` in ``timezone``.
+    Under the org's quotas: 409 (``quota-exceeded``, ``schedules``) when it holds its quota of
+    schedules, 422 (``schedule_interval``) when ``cron`` ticks more often than it may."""
     service = _service(request)
     if service is None:
         return _unavailable()
     if not service.registry.is_public(body.type):
         return _refused(ValueError(f"unknown job type {body.type!r}"))
     try:
-        return ScheduleOut.of(service.create(schedule_from_fields(org, _fields(body))))
+        schedule = schedule_from_fields(org, _fields(body))
+        return ScheduleOut.of(
+            service.create(
+                schedule, quotas=quota_service(request), operator=org in operator_orgs(request)
+            )
+        )
     except ScheduleExists as error:
         return problem(409, str(error), kind="schedule-exists")
     except ScheduleInvalid as error:
@@ -232,7 +240,15 @@ def change_schedule(name: str, body: ScheduleChange, org: CurrentOrgDep, request
     if "job_type" in fields and not service.registry.is_public(fields["job_type"]):
         return _refused(ValueError(f"unknown job type {fields['job_type']!r}"))
     try:
-        return ScheduleOut.of(service.update(org, name, fields))
+        return ScheduleOut.of(
+            service.update(
+                org,
+                name,
+                fields,
+                quotas=quota_service(request),
+                operator=org in operator_orgs(request),
+            )
+        )
     except ScheduleNotFound:
         return _not_found(name)
     except ScheduleExists as error:
@@ -268,7 +284,7 @@ def delete_schedule(name: str, org: CurrentOrgDep, request: Request) -> Response
     "/schedules/{name}/{action}",
     response_model=ScheduleOut,
     summary="Pause, resume, or run a schedule now",
-    responses=problem_responses(401, 404, 422, 500, 503),
+    responses=problem_responses(401, 404, 422, 429, 500, 503),
 )
 def act_on_schedule(
     name: str, action: Literal["pause", "resume", "run"], org: CurrentOrgDep, request: Request
@@ -283,6 +299,8 @@ def act_on_schedule(
             return ScheduleOut.of(service.pause(org, name))
         if action == "resume":
             return ScheduleOut.of(service.resume(org, name))
+        service.get(org, name)  # an absent schedule is a 404 before any quota
+        admit(request, org)  # an enqueue of the org's (429 over its quotas)
         state, _ = service.run_now(org, name)
         return ScheduleOut.of(state)
     except ScheduleNotFound:
@@ -322,10 +340,7 @@ def read_retention(org: CurrentOrgDep, request: Request) -> Any:
 def change_retention(changes: dict[str, Any], org: CurrentOrgDep, request: Request) -> Any:
     """Merge ``changes`` into the settings. Only tokens of the orgs in ``JOBS_OPERATOR_ORGS``
     may: these settings decide what is deleted for every org."""
-    operators = {
-        o.strip() for o in str(_container(request).config.operator_orgs()).split(",") if o.strip()
-    }
-    if org not in operators:
+    if org not in operator_orgs(request):
         return problem(
             403,
             "only an operator may change retention settings: use a token of an org listed in "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from jobs_core.quotas import DEFAULT_QUOTAS
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -38,6 +39,10 @@ class ApiSettings(BaseSettings):
       within this time (decision 0005).
     - ``JOBS_API_THREADS``: the threads that run the routes' blocking calls; the engine's pool
       holds as many connections, so none is opened and closed per request under load.
+    - ``JOBS_QUOTAS`` (on) and ``JOBS_QUOTA_*``: the quotas per org and their defaults
+      (docs/flow-control.md, "Quotas per org"); an operator changes one org's with
+      ``jobs quotas set`` or ``PUT /settings/quotas/{org}``. ``JOBS_QUOTA_REFRESH_S``: how long
+      a process trusts the quotas and the queued count it read of an org.
     - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
       stream (docs/events.md), its caps ``JOBS_EVENTS_MAX_STREAMS_PER_TOKEN`` (a token or a
       session) and ``_PER_ORG``, per API process (429 past them).
@@ -70,7 +75,16 @@ class ApiSettings(BaseSettings):
     events_max_streams_per_token: int = Field(default=10, ge=1)
     events_max_streams_per_org: int = Field(default=100, ge=1)
     operator_orgs: str = ""
-    """Comma-separated orgs whose tokens may change the retention settings over HTTP."""
+    """Comma-separated orgs whose tokens may change the retention settings and the quotas over
+    HTTP (and whose schedules may tick more often than the tenants' minimum interval)."""
+    # Quotas per org (jobs_core.quotas; the defaults are Quotas()'s).
+    quotas: bool = True
+    quota_max_schedules: int = Field(default=DEFAULT_QUOTAS.max_schedules, ge=0)
+    quota_min_schedule_interval_s: int = Field(default=DEFAULT_QUOTAS.min_schedule_interval_s, ge=1)
+    quota_max_queued: int = Field(default=DEFAULT_QUOTAS.max_queued, ge=0)
+    quota_enqueue_rate: float = Field(default=DEFAULT_QUOTAS.enqueue_rate, gt=0)
+    quota_enqueue_burst: int = Field(default=DEFAULT_QUOTAS.enqueue_burst, ge=1)
+    quota_refresh_s: float = Field(default=1.0, ge=0, le=60)
 
     @field_validator("handlers_dir", mode="before")
     @classmethod

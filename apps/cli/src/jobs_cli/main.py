@@ -155,6 +155,9 @@ def build_parser(
     from jobs_cli.maintenance_parser import add_maintenance_commands
 
     add_maintenance_commands(sub, _add, _org)
+    from jobs_cli.commands.quotas import add_quota_commands
+
+    add_quota_commands(sub, _add)
     workers = _add(
         sub,
         "workers",

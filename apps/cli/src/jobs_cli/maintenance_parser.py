@@ -104,7 +104,8 @@ def add_maintenance_commands(sub: Any, add: Callable[..., Any], org: Callable[..
         H + "doctor",
         "check the health of the jobs table",
         "Queue depth and oldest queued job per type, dead tuples and a bloat estimate, the "
-        "last vacuum and analyze, and what holds vacuum back, each with advice. Exit 1 when "
+        "last vacuum and analyze, what holds vacuum back, and the orgs near a quota (80 % or "
+        "more of their queued jobs or schedules: jobs quotas), each with advice. Exit 1 when "
         "something is bad.",
     )
     doctor.add_argument("--json", action="store_true", help="print JSON")

@@ -1,8 +1,9 @@
 """The scheduler and the built-in purge, run inside every worker process.
 
 - :class:`Scheduler`: a thread that fires the due schedules every ``JOBS_SCHEDULER_INTERVAL_S``
-  (1 s). Every worker process runs one (``JOBS_SCHEDULER=0`` switches it off in a process);
-  the store makes N of them enqueue exactly one job per tick (docs/schedules.md).
+  (1 s), a tenant's within its org's queued quota (:func:`scheduler_quotas`). Every worker
+  process runs one (``JOBS_SCHEDULER=0`` switches it off in a process); the store makes N of
+  them enqueue exactly one job per tick (docs/schedules.md).
 - :class:`Maintenance`: the ``jobs.purge`` job type and its built-in schedule (daily at 04:00
   UTC by default, ``purge_cron`` in the run-time settings), which applies the retention
   policies in bounded batches (docs/retention.md).
@@ -11,12 +12,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from jobs_core import JobContext, Registry, StoreUnavailable
+from jobs_core.quota_service import QuotaService
+from jobs_core.quotas import quotas_from_environ
 from jobs_core.retention import RetentionSettings, purge
 from jobs_core.schedules import MissedPolicy, Schedule, ScheduleInvalid
 from jobs_core.scheduling import ScheduleService
@@ -179,6 +183,15 @@ class Scheduler:
             self._stop.wait(backoff)
 
 
+def scheduler_quotas(engine: Engine, clock: Clock) -> QuotaService:
+    """The quotas a tenant's schedules fire within (``JOBS_QUOTAS`` and ``JOBS_QUOTA_*``, as the
+    API reads them): a tick of an org at its queued quota is dropped (docs/schedules.md)."""
+    from jobs_postgres.quotas import PostgresQuotaStore
+
+    enabled, defaults = quotas_from_environ(os.environ)
+    return QuotaService(PostgresQuotaStore(engine), defaults, clock, enabled=enabled)
+
+
 @contextmanager
 def running_scheduler(
     engine: Callable[[], Engine], registry: Registry, maintenance: Maintenance, clock: Clock
@@ -192,7 +205,13 @@ def running_scheduler(
     from jobs_postgres.cron import CronsimCron
     from jobs_postgres.schedules import PostgresScheduleStore
 
-    service = ScheduleService(PostgresScheduleStore(engine()), registry, CronsimCron(), clock)
+    service = ScheduleService(
+        PostgresScheduleStore(engine()),
+        registry,
+        CronsimCron(),
+        clock,
+        scheduler_quotas(engine(), clock),
+    )
 
     def declared() -> list[Schedule]:
         return [maintenance.declared(maintenance.settings()), *registry.schedules]

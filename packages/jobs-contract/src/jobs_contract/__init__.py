@@ -11,6 +11,9 @@ test suite provides a few fixtures and imports the parts it runs, one test modul
     @pytest.fixture
     def jobs_event_feed(store: JobStore) -> EventFeed: ...  # only for jobs_contract.events
 
+    @pytest.fixture
+    def jobs_quota_store(store: JobStore) -> QuotaStore: ...  # only for jobs_contract.quotas
+
     # test_contract_attempts.py (and one such file per part in PARTS)
     from jobs_contract.attempts import *  # noqa: F403
 
@@ -20,6 +23,8 @@ The fixtures the adapter provides:
   build a new store or empty the same one (the state machine calls it once per example).
 - ``jobs_event_feed`` (``jobs_contract.events``): the :class:`jobs_core.events.EventFeed` that
   sees the changes of the test's ``store`` fixture (request ``store`` to get it).
+- ``jobs_quota_store`` (``jobs_contract.quotas``): the :class:`jobs_core.quotas.QuotaStore` that
+  sees the jobs of the test's ``store`` (request ``store`` to get it).
 - ``jobs_state_machine_examples`` (optional, ``jobs_contract.stateful``): how many random
   programs the state machine runs (default :data:`STATE_MACHINE_EXAMPLES`).
 
@@ -45,6 +50,7 @@ PARTS = (
     "jobs_contract.end_hooks",
     "jobs_contract.checkpoint",
     "jobs_contract.listing",
+    "jobs_contract.quotas",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
@@ -66,6 +72,7 @@ ROLES = {
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
     "jobs_core.events.EventFeed": ("jobs_contract.events",),
+    "jobs_core.quotas.QuotaStore": ("jobs_contract.quotas",),
     "jobs_core.ports.JobStore": ("jobs_contract.stateful",),
 }
 """Each role of the store (decision 0031), and the parts that check it. ``stateful`` runs random

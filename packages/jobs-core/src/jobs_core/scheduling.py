@@ -8,15 +8,16 @@ the transaction that enqueues the jobs.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs_core.clock import SystemClock
 from jobs_core.domain import Job, NewJob
-from jobs_core.errors import PayloadInvalid, UnknownJobType
+from jobs_core.errors import PayloadInvalid, StoreUnavailable, UnknownJobType
 from jobs_core.ports import Clock
 from jobs_core.registry import Registry
 from jobs_core.schedules import (
@@ -32,6 +33,11 @@ from jobs_core.schedules import (
     plan_firing,
     validate_schedule,
 )
+
+if TYPE_CHECKING:
+    from jobs_core.quota_service import QuotaService
+
+log = logging.getLogger("jobs.scheduler")
 
 CODE = "code"
 API = "api"
@@ -53,10 +59,18 @@ class ScheduleStore(Protocol):
     """Where schedules live. Reads and changes are org-scoped; ``fire_due`` is the scheduler's."""
 
     def add(
-        self, schedule: Schedule, source: str, next_run_at: datetime, now: datetime
+        self,
+        schedule: Schedule,
+        source: str,
+        next_run_at: datetime,
+        now: datetime,
+        *,
+        max_count: int | None = None,
     ) -> ScheduleState:
         """Store a new schedule; :class:`~jobs_core.schedules.ScheduleExists` if the org has
-        one of that name."""
+        one of that name. With ``max_count``, :class:`~jobs_core.quotas.QuotaExceeded`
+        (:func:`~jobs_core.quotas.schedules_exceeded`) if the org already holds that many
+        run-time schedules, counted and inserted atomically (concurrent adds cannot pass it)."""
         ...
 
     def get(self, org_id: str, name: str) -> ScheduleState | None:
@@ -113,18 +127,37 @@ class ScheduleService:
         registry: Registry,
         cron: Cron,
         clock: Clock | None = None,
+        quotas: QuotaService | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.cron = cron
         self.clock: Clock = clock or SystemClock()
+        self.quotas = quotas
+        """The scheduler's quotas: a tenant's ticks fire only within its queued quota."""
 
     # -- operator and org actions ---------------------------------------------------------------
-    def create(self, schedule: Schedule) -> ScheduleState:
-        """Store a new run-time schedule (validated: cron, zone, type, payload)."""
+    def create(
+        self, schedule: Schedule, *, quotas: QuotaService | None = None, operator: bool = False
+    ) -> ScheduleState:
+        """Store a new run-time schedule (validated: cron, zone, type, payload).
+
+        With ``quotas`` (a tenant's request), under the org's quotas too: its count of
+        schedules, and its shortest interval unless ``operator`` or the type is internal."""
         self._validate(schedule)
+        max_count = self._quota_checks(schedule, quotas, operator)
         now = self.clock.now()
-        return self.store.add(schedule, API, first_run_at(schedule, now, self.cron), now)
+        return self.store.add(
+            schedule, API, first_run_at(schedule, now, self.cron), now, max_count=max_count
+        )
+
+    def _quota_checks(
+        self, schedule: Schedule, quotas: QuotaService | None, operator: bool
+    ) -> int | None:
+        if quotas is None:
+            return None
+        internal = not self.registry.get(schedule.job_type).public
+        return quotas.check_schedule(schedule, self.cron, exempt=operator or internal)
 
     def get(self, org_id: str, name: str) -> ScheduleState:
         """The org's schedule; :class:`ScheduleNotFound` if absent."""
@@ -137,9 +170,19 @@ class ScheduleService:
         """The org's schedules (every org's with None)."""
         return self.store.list_schedules(org_id)
 
-    def update(self, org_id: str, name: str, changes: Mapping[str, Any]) -> ScheduleState:
+    def update(
+        self,
+        org_id: str,
+        name: str,
+        changes: Mapping[str, Any],
+        *,
+        quotas: QuotaService | None = None,
+        operator: bool = False,
+    ) -> ScheduleState:
         """Change fields of a run-time schedule. A schedule declared in code changes only its
-        ``enabled`` flag here (the rest comes from the code at each start)."""
+        ``enabled`` flag here (the rest comes from the code at each start). With ``quotas``, a
+        new cron expression, zone or type is held to the org's shortest interval (as
+        :meth:`create`)."""
         state = self.get(org_id, name)
         allowed = {f.name for f in dataclasses.fields(Schedule)} - {"org_id"}
         unknown = set(changes) - allowed
@@ -157,6 +200,12 @@ class ScheduleService:
         except (TypeError, ValueError) as error:
             raise ScheduleInvalid(str(error)) from None
         self._validate(updated)
+        if (updated.cron, updated.timezone, updated.job_type) != (
+            state.schedule.cron,
+            state.schedule.timezone,
+            state.schedule.job_type,
+        ):
+            self._quota_checks(updated, quotas, operator)
         now = self.clock.now()
         timing_changed = (
             updated.cron != state.schedule.cron
@@ -211,15 +260,43 @@ class ScheduleService:
 
     def tick(self, limit: int = 100) -> list[Fired]:
         """Fire every due schedule whose type this registry knows (a scheduler leaves the
-        others to one that does)."""
+        others to one that does). With :attr:`quotas`, the due ticks of a tenant's schedule
+        (run-time, of a public type) beyond its org's room under its queued quota are dropped,
+        the oldest first: counted in :attr:`Fired.dropped`, never enqueued later."""
         now = self.clock.now()
-        return self.store.fire_due(
-            now,
-            self.registry.names(),
-            lambda state: plan_firing(state.schedule, state.next_run_at, now, self.cron),
-            self._new_job,
-            limit,
-        )
+
+        def plan(state: ScheduleState) -> Firing:
+            firing = plan_firing(state.schedule, state.next_run_at, now, self.cron)
+            return self._within_quota(state, firing)
+
+        return self.store.fire_due(now, self.registry.names(), plan, self._new_job, limit)
+
+    def _within_quota(self, state: ScheduleState, firing: Firing) -> Firing:
+        schedule = state.schedule
+        if (
+            self.quotas is None
+            or not firing.ticks
+            or state.source == CODE
+            or schedule.job_type not in self.registry
+            or not self.registry.get(schedule.job_type).public
+        ):
+            return firing
+        try:
+            room = self.quotas.room(schedule.org_id, len(firing.ticks))
+        except StoreUnavailable as error:
+            # The count needs a connection of its own: when none can be had, the ticks fire
+            # (a quota is a bound on a tenant, never a reason to stall every schedule).
+            log.warning(
+                "schedule %s of %s fired without its quota: %s",
+                schedule.name,
+                schedule.org_id,
+                error,
+            )
+            return firing
+        if room == len(firing.ticks):
+            return firing
+        kept = firing.ticks[len(firing.ticks) - room :] if room else ()
+        return Firing(kept, firing.next_run_at, firing.dropped + len(firing.ticks) - room)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _new_job(self, state: ScheduleState) -> NewJob:

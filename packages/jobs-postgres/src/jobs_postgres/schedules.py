@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core.domain import Job, NewJob
+from jobs_core.quotas import schedules_exceeded
 from jobs_core.schedules import (
     Firing,
     MissedPolicy,
@@ -47,6 +48,10 @@ ADD = text(
         :missed, :max_catchup, :description, :source, :next_run_at, :now, :now)
     RETURNING {_COLUMNS}"""
 )
+# A tenant's count of run-time schedules, under a lock of the org's own (taken in the adding
+# transaction, released at its end): two concurrent adds of one org count one after the other.
+LOCK_ORG = text("SELECT pg_advisory_xact_lock(hashtextextended('jobs.schedules:' || :org_id, 0))")
+COUNT_ORG = text("SELECT count(*) FROM schedules WHERE org_id = :org_id AND source = 'api'")
 GET = text(f"SELECT {_COLUMNS} FROM schedules WHERE org_id = :org_id AND name = :name")
 LIST_ORG = text(f"SELECT {_COLUMNS} FROM schedules WHERE org_id = :org_id ORDER BY name")
 LIST_ALL = text(f"SELECT {_COLUMNS} FROM schedules ORDER BY org_id, name")
@@ -131,11 +136,24 @@ class PostgresScheduleStore:
         self._jobs = PostgresJobStore(engine)
 
     def add(
-        self, schedule: Schedule, source: str, next_run_at: datetime, now: datetime
+        self,
+        schedule: Schedule,
+        source: str,
+        next_run_at: datetime,
+        now: datetime,
+        *,
+        max_count: int | None = None,
     ) -> ScheduleState:
-        """Store a new schedule; :class:`ScheduleExists` if the name is taken in the org."""
+        """Store a new schedule; :class:`ScheduleExists` if the name is taken in the org;
+        ``QuotaExceeded`` if the org holds ``max_count`` run-time schedules already."""
         try:
             with unavailable_as_store_error(), self._engine.begin() as conn:
+                if max_count is not None:
+                    org = {"org_id": schedule.org_id}
+                    conn.execute(LOCK_ORG, org)
+                    held = int(conn.execute(COUNT_ORG, org).scalar_one())
+                    if held >= max_count:
+                        raise schedules_exceeded(schedule.org_id, held, max_count)
                 row = conn.execute(
                     ADD,
                     {**_params(schedule), "source": source, "next_run_at": next_run_at, "now": now},

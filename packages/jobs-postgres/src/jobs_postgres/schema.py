@@ -257,6 +257,7 @@ api_sessions = Table(
     UniqueConstraint("session_hash", name="api_sessions_session_hash_key"),
 )
 Index("api_sessions_token_idx", api_sessions.c.token_id)
-# The schedules and retention tables (and the finished-jobs index) are defined beside their
-# store, on this same metadata.
+# The schedules and retention tables (and the finished-jobs index), and the quota overrides, are
+# defined beside their store, on this same metadata.
+import jobs_postgres.quota_tables  # noqa: E402
 import jobs_postgres.schedule_tables  # noqa: E402, F401

@@ -327,11 +327,15 @@ def purge(args: argparse.Namespace, settings: CliSettings) -> int:
 
 
 def doctor(args: argparse.Namespace, settings: CliSettings) -> int:
-    """The health of the jobs table; exit 1 when a finding is bad."""
-    from jobs_postgres.health import examine
+    """The health of the jobs table, and the orgs near a quota; exit 1 when a finding is bad."""
+    from jobs_postgres.health import Finding, examine
+
+    from jobs_cli.commands.quotas import near_findings
 
     with db.engine(settings) as engine:
         health = examine(engine)
+        # Orgs near a quota: a warning (the quota works; the operator may want to raise it).
+        health.findings.extend(Finding("warn", *near) for near in near_findings(engine))
     if args.json:
         print(json.dumps(health.to_dict(), indent=2, default=str))
     else:

@@ -60,6 +60,8 @@ export const api = {
   },
   getJob: (id) => request("GET", `/jobs/${encodeURIComponent(id)}`),
   stats: () => request("GET", "/jobs/stats"),
+  /** The org's quotas, its use of them and the ones it is near (GET /quotas). */
+  quotas: () => request("GET", "/quotas"),
   jobTypes: () => request("GET", "/job-types"),
   enqueue: (body) => request("POST", "/jobs", body),
   cancel: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/cancel`),

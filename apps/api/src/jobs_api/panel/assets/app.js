@@ -7,6 +7,7 @@
 
 import { api, ApiError, signedOut } from "./api.js";
 import { PayloadFields } from "./form.js";
+import { QuotaNote } from "./quota.js";
 import { age, count, duration, fraction, shortId, stamp, target } from "./format.js";
 import { SchedulesView } from "./schedules.js";
 import { SESSION } from "./session.js";
@@ -47,6 +48,7 @@ const state = {
 };
 
 let schedulesView = null;
+let quotaNote = null;
 
 // ---- small DOM helpers -------------------------------------------------------------------
 
@@ -392,7 +394,11 @@ async function refreshStats() {
   }
   statsPending = true;
   try {
-    renderStats(await api.stats());
+    const stats = await api.stats();
+    // The org's use of its quotas changes with its queued jobs: read the note again only then
+    // (a progress event changes no count, and must cause no read but the counts').
+    if (stats.queued !== state.stats?.queued) quotaNote?.refresh();
+    renderStats(stats);
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 401)) console.warn(error);
   } finally {
@@ -835,6 +841,7 @@ async function main() {
   // The list is read once the stream is subscribed (docs/events.md: nothing falls between the
   // two); if the stream cannot open, the list is shown anyway and the stream keeps trying.
   await Promise.all([loadTypes(), Promise.race([firstReady, wait(5000)])]);
+  quotaNote = new QuotaNote($("#quota-note"));
   refreshStats();
   await loadPage(true);
   setInterval(tick, 1000);
