@@ -145,7 +145,7 @@ def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: date
         "exception_type": type(error).__qualname__,
         "message": str(error)[:_TRACEBACK_MAX_CHARS],
         # The handler's frames only, paths relative to their package: a tenant reads this.
-        "traceback": handler_traceback(error, _TRACEBACK_MAX_CHARS),
+        "traceback": handler_traceback(error, _TRACEBACK_MAX_CHARS, job_type.handler),
         "attempt": job.attempts,
     }
     if job_type.retry.is_retryable(error) and job.attempts < job.max_attempts:

@@ -14,6 +14,7 @@ it, and names each file relative to the ``sys.path`` entry it was imported from
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import sysconfig
@@ -29,11 +30,17 @@ _STDLIB = tuple(
 )
 
 
-def handler_traceback(error: BaseException, max_chars: int) -> str:
+def handler_traceback(error: BaseException, max_chars: int, handler: object = None) -> str:
     """The traceback of ``error`` (its causes and contexts included) with the handler's frames
-    only, at most its last ``max_chars`` characters."""
+    only, at most its last ``max_chars`` characters.
+
+    ``handler``: the job type's handler. When it is a function, its own file is the job's code
+    wherever it sits, so its frames are kept even inside a framework package (the development
+    demo types of ``jobs_worker.demo``); a callable object (a subprocess handler) is machinery.
+    """
     shown = traceback.TracebackException.from_exception(error)
     framework = _framework_dirs()
+    own = _function_file(handler)
     roots = sorted(
         (os.path.join(os.path.normpath(p), "") for p in sys.path if p), key=len, reverse=True
     )
@@ -44,7 +51,7 @@ def handler_traceback(error: BaseException, max_chars: int) -> str:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        current.stack = _handler_frames(current.stack, framework, roots)
+        current.stack = _handler_frames(current.stack, framework, roots, own)
         if getattr(current, "filename", None):  # a SyntaxError names its file as well
             current.filename = _relative(str(current.filename), roots)
         pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
@@ -67,13 +74,24 @@ def _is_stdlib(filename: str) -> bool:
     )
 
 
+def _function_file(handler: object) -> str | None:
+    """The file of ``handler``'s code if it is a function or a method, else None."""
+    function = getattr(handler, "__func__", handler)
+    if not inspect.isfunction(function):
+        return None
+    return os.path.normpath(function.__code__.co_filename)
+
+
 def _handler_frames(
-    stack: traceback.StackSummary, framework: tuple[str, ...], roots: list[str]
+    stack: traceback.StackSummary,
+    framework: tuple[str, ...],
+    roots: list[str],
+    own: str | None = None,
 ) -> traceback.StackSummary:
     kept: list[traceback.FrameSummary] = []
     for frame in stack:
         path = os.path.normpath(frame.filename)
-        if path.startswith(framework):
+        if path.startswith(framework) and path != own:
             continue  # the server's own code, wherever it sits in the stack
         if not kept and (_is_stdlib(path) or frame.filename.startswith("<")):
             continue  # what runs the handler (threading, asyncio) before its first frame
