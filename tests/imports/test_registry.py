@@ -32,9 +32,12 @@ def test_a_bad_batch_size_is_refused_by_name(monkeypatch: pytest.MonkeyPatch, ba
         batch_size_from_environment()
 
 
-def test_build_registry_declares_both_types(pg_engine: Engine, tmp_path: Path) -> None:
+def test_build_registry_declares_the_three_types(pg_engine: Engine, tmp_path: Path) -> None:
     registry = build_registry(pg_engine, tmp_path, batch_size=10)
-    assert set(registry.names()) == {"import_csv", "map_reconcile"}
+    assert set(registry.names()) == {"import_csv", "import_api", "map_reconcile"}
+    api = registry.get("import_api")
+    assert (api.concurrency_key, api.concurrency_limit) == ("site_target_id", 1)
+    assert api.dedup_key == "import_api:{import_id}"
 
 
 def test_the_worker_builds_the_shipped_module_on_an_engine_of_its_own(
@@ -42,7 +45,7 @@ def test_the_worker_builds_the_shipped_module_on_an_engine_of_its_own(
 ) -> None:
     with opened_context(pg_url, tmp_path) as context:
         names = set(worker_registry(False, context=context).names())
-    assert {"import_csv", "map_reconcile"} <= names
+    assert {"import_csv", "import_api", "map_reconcile"} <= names
     # without a database the module that owns tables is not served
     assert "import_csv" not in worker_registry(False).names()
 
