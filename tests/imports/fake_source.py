@@ -52,6 +52,7 @@ class FakeSource:
         self.gates: dict[int, threading.Event] = {}
         self.reached: dict[int, threading.Event] = {}
         self.body_for: Callable[[int], bytes | None] = lambda _page: None
+        self.send_length = True  # False: no Content-Length, the body ends when the socket closes
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -121,7 +122,8 @@ def _handler(source: FakeSource) -> type[BaseHTTPRequestHandler]:
                 self.send_response(answer.status)
                 for name, value in answer.headers.items():
                     self.send_header(name, value)
-                self.send_header("Content-Length", str(len(answer.body)))
+                if source.send_length:
+                    self.send_header("Content-Length", str(len(answer.body)))
                 self.end_headers()
                 self.wfile.write(answer.body)
             except OSError:  # the client is gone (a killed worker)

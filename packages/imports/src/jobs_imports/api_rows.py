@@ -7,8 +7,9 @@ checks (whole numbers, CTR between 0 and 1, positive positions, dates, an empty 
 ``import_csv``, in one place. A row's keys are matched to our fields by the header names a CSV may
 use (:data:`~jobs_imports.csvfile.FIELD_NAMES`: ``page`` or ``url``, ``query``, ``clicks``...).
 
-Two problems only a JSON row can have are row errors here: a row that is not an object, and a
-value holding a line break (a CSV record is one line, :mod:`jobs_imports.screening`).
+Problems only a JSON row can have are row errors here: a row that is not an object, a value
+holding a line break (a CSV record is one line, :mod:`jobs_imports.screening`) or a NUL
+character (which a CSV upload cannot hold either).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def _cells(row: dict[Any, Any]) -> list[str] | str:
         text = _text(value)
         if "\n" in text or "\r" in text:
             return f"{name} holds a line break"
+        if "\x00" in text:
+            return f"{name} holds a NUL character"
         cells[index] = text
         filled.add(index)
     return cells
