@@ -44,7 +44,7 @@ class Request:
 class FakeSource:
     """The server's state; ``url`` is its endpoint."""
 
-    def __init__(self, rows: list[dict[str, Any]], page_size: int = 3) -> None:
+    def __init__(self, rows: list[Any], page_size: int = 3) -> None:
         self.rows = rows
         self.page_size = page_size
         self.requests: list[Request] = []
@@ -132,7 +132,7 @@ def _handler(source: FakeSource) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def fake_source(rows: list[dict[str, Any]], page_size: int = 3) -> Iterator[FakeSource]:
+def fake_source(rows: list[Any], page_size: int = 3) -> Iterator[FakeSource]:
     """Run a source for the duration of a fixture."""
     source = FakeSource(rows, page_size)
     source.thread.start()
