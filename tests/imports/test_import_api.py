@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import pytest
 from jobs_core import Status
 from jobs_imports.api_sources import ApiSources, InvalidApiSource, InvalidDateRange, NoApiSource
+from sqlalchemy import text
 
 from tests.imports.api_source_kit import (  # noqa: F401 (fixtures: pytest sees them)
     api_module_fixture,
@@ -21,7 +22,7 @@ from tests.imports.api_source_kit import (  # noqa: F401 (fixtures: pytest sees 
     start,
 )
 from tests.imports.fake_source import TOKEN, Answer, FakeSource
-from tests.imports.helpers import ORG, run_next, upload
+from tests.imports.helpers import ORG, harness, run_next, upload
 
 if TYPE_CHECKING:
     from jobs_imports.registry import ImportsModule
@@ -245,3 +246,38 @@ def test_a_source_must_be_configured_and_usable(
     # without JOBS_ALLOW_PRIVATE_URLS a source on a private host is refused
     with pytest.raises(InvalidApiSource, match="loopback"):
         ApiSources(module.service).configure(ORG, other.id, "http://127.0.0.1:9/r", "token")
+
+
+def test_a_cancelled_api_import_ends_cancelled_and_its_range_can_start_again(
+    api_module: ImportsModule, api_target: SiteTarget
+) -> None:
+    view = start(api_module, api_target, DAY)
+    kit = harness(api_module)
+    assert view.job is not None
+    kit.cancel(view.job)
+    assert kit.run_end_hooks() == 1
+    with api_module.service.engine.connect() as conn:
+        status = conn.execute(
+            text("SELECT status FROM imports WHERE id = :id"), {"id": view.record.id}
+        ).scalar_one()
+    assert status == "cancelled"
+    assert start(api_module, api_target, DAY).created
+
+
+def test_an_api_job_naming_a_csv_import_fails_clearly(
+    api_module: ImportsModule, api_target: SiteTarget
+) -> None:
+    uploaded = upload(api_module, api_target, "Page,Clicks\n/a,1\n")
+    job = api_module.service.jobs.enqueue(
+        ORG,
+        "import_api",
+        {"import_id": str(uploaded.record.id), "site_target_id": str(api_target.id)},
+    ).job
+    ran = run_next(api_module, "import_api")
+    assert ran is not None
+    assert ran.id == job.id
+    assert ran.status is Status.FAILED
+    assert f"import {uploaded.record.id} is not of kind api" in (ran.error or "")
+    # the CSV import is not the API job's: its end hook leaves it alone
+    harness(api_module).run_end_hooks()
+    assert api_module.service.get_import(ORG, uploaded.record.id).record.status == "pending"

@@ -83,7 +83,7 @@ class ApiImporter:
             return self._run(ctx)
 
     def _run(self, ctx: JobContext) -> dict[str, Any]:
-        started = self.writer.begin(ctx, ApiState)
+        started = self.writer.begin(ctx, ApiState, "api")
         if isinstance(started, dict):
             return started
         row, target, state = started

@@ -19,7 +19,8 @@ log = logging.getLogger("jobs.imports")
 
 
 def mark_import_failed(service: ImportsService, job: Job) -> None:
-    """``on_fail`` of ``import_csv``: the import is failed, with the job's error and report.
+    """``on_fail`` of ``import_csv`` and ``import_api``: the import is failed, with the job's
+    error and report.
 
     The rows already written stay, with the job's checkpoint: a manual retry of the job resumes
     where it stopped. Readers count the rows of ``done`` imports only (a running import has
@@ -29,7 +30,7 @@ def mark_import_failed(service: ImportsService, job: Job) -> None:
 
 
 def mark_import_cancelled(service: ImportsService, job: Job) -> None:
-    """``on_cancel`` of ``import_csv``: the import is cancelled (queued or running when its job
+    """``on_cancel`` of the import types: the import is cancelled (queued or running when its job
     was), never left ``pending`` or ``running``; as after a failure, the rows it wrote stay and
     a retry of the job resumes from its checkpoint."""
     _mark_import_ended(service, job, "cancelled", job.error)
@@ -50,6 +51,7 @@ def _mark_import_ended(service: ImportsService, job: Job, status: str, error: st
             .where(
                 imports.c.id == import_id,
                 imports.c.org_id == job.org_id,
+                imports.c.kind == ("api" if job.type == "import_api" else "csv"),
                 imports.c.status != "done",
             )
             .values(

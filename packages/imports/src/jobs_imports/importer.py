@@ -288,12 +288,13 @@ class CsvImporter:
             return self._run(ctx)
 
     def begin(
-        self, ctx: JobContext, kind: type[S]
+        self, ctx: JobContext, kind: type[S], import_kind: str = "csv"
     ) -> tuple[RowMapping, SiteTarget, S] | dict[str, Any]:
         """The import of ``ctx``'s job marked running, its target, and its state resumed from
         the job's checkpoint (``kind`` reads it) — or, when the import is already done, its
         report (a re-run after the final commit). Rows the checkpoint does not account for
-        (a progress document overwritten or lost) are deleted: the import starts over."""
+        (a progress document overwritten or lost) are deleted: the import starts over. An
+        import of another kind than ``import_kind`` is :class:`ImportFileError`, untouched."""
         job = ctx.job
         import_id = uuid.UUID(str(ctx.payload["import_id"]))
         site_target_id = uuid.UUID(str(ctx.payload["site_target_id"]))
@@ -311,6 +312,8 @@ class CsvImporter:
             )
             if row is None:
                 raise ImportFileError(f"import {import_id} does not exist for this site target")
+            if row["kind"] != import_kind:
+                raise ImportFileError(f"import {import_id} is not of kind {import_kind}")
             if row["status"] == "done":
                 return dict(row["report"] or {})
             target = self.service.site_target_in(conn, job.org_id, site_target_id)
