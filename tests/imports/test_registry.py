@@ -66,3 +66,24 @@ def test_python_m_jobs_worker_refuses_a_bad_module_setting_in_one_line(pg_url: s
         "jobs worker: JOBS_IMPORTS_BATCH_SIZE: not a positive integer: 'zero'"
     )
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "JOBS_IMPORTS_API_TIMEOUT_S",
+        "JOBS_IMPORTS_API_PAGE_DEADLINE_S",
+        "JOBS_IMPORTS_API_MAX_PAGE_BYTES",
+        "JOBS_IMPORTS_API_MAX_RETRY_AFTER_S",
+    ],
+)
+def test_the_api_import_settings_are_read_and_a_bad_one_refused_by_name(variable: str) -> None:
+    from jobs_imports.api_client import ApiSettings
+
+    assert ApiSettings.from_settings({}) == ApiSettings()
+    assert ApiSettings.from_settings(
+        {"JOBS_IMPORTS_API_MAX_PAGE_BYTES": "1024"}
+    ).max_page_bytes == (1024)
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(ValueError, match=f"{variable}: not a positive number: '{bad}'"):
+            ApiSettings.from_settings({variable: bad})
