@@ -17,6 +17,9 @@ What it does, on a database of its own (created on ``--pg-url``'s server, droppe
    ends, sampling the worker's resident memory; then waits for the reconcile that maps the rows;
 5. reads the worker's peak resident set (``VmHWM`` of ``/proc/<pid>/status``: the kernel's
    high-water mark, so no peak between two samples is missed) and stops both processes.
+   ``import_csv`` runs in a child process of the worker (``JOBS_ISOLATED_TYPES``), so the
+   worker's descendants are sampled too (their ``VmHWM`` at every poll, the last one read just
+   before the child exits): the figure is the larger of the worker's and the child's peak.
 
 Results: ``bench/results/raw/imports-<rows>.json`` (``imports-1m.json`` for a million rows) and
 one Markdown line appended to ``bench/results/raw/imports.md``. Nothing is asserted: the 300 MB
@@ -69,6 +72,40 @@ def status_kb(pid: int, field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise KeyError(field)
+
+
+def descendants(pid: int) -> list[int]:
+    """The live descendants of ``pid`` (the child process an isolated import runs in)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                kids = [int(text) for text in task.read_text().split()]
+            except OSError:
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+class ChildPeaks:
+    """The highest ``VmHWM`` seen of each descendant of the worker, sampled at every poll."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peaks: dict[int, int] = {}
+
+    def sample(self) -> None:
+        for child in descendants(self.pid):
+            try:
+                self.peaks[child] = max(self.peaks.get(child, 0), status_kb(child, "VmHWM"))
+            except (OSError, KeyError):
+                continue  # it just exited
+
+    def peak_kb(self) -> int:
+        return max(self.peaks.values(), default=0)
 
 
 def cli(*args: str, env: dict[str, str]) -> str:
@@ -224,11 +261,15 @@ def measure(
 
     rss_samples: list[int] = []
     state: dict[str, Any] = {}
+    child_peaks = ChildPeaks(worker.pid)
 
     def import_ended() -> bool:
         rss_samples.append(status_kb(worker.pid, "VmRSS"))
+        child_peaks.sample()
         state["import"] = http.get(f"/imports/{import_id}").json()
-        return state["import"]["status"] in ("done", "failed")
+        job = state["import"]["job"] or {}
+        # the import is marked done by the handler's last transaction, its job a moment later
+        return state["import"]["status"] in ("done", "failed") and bool(job.get("finished_at"))
 
     wait_for(import_ended, 3600, "the import")
     ended = time.monotonic()
@@ -237,6 +278,7 @@ def measure(
 
     def reconciled() -> bool:
         rss_samples.append(status_kb(worker.pid, "VmRSS"))
+        child_peaks.sample()
         listing = http.get("/imports", params={"site_target_id": target_id}).json()
         state["events"] = listing["reconcile_events"]
         return bool(state["events"]) and all(
@@ -274,12 +316,14 @@ def measure(
         "reconcile_job_s": seconds(last.get("started_at"), last.get("finished_at")),
         "mapped_at_import": report.get("mapped"),
         "mapped_by_reconcile": sum(event["mapped"] or 0 for event in events),
-        "worker_peak_rss_mb": round(peak_kb / 1024, 1),
+        "worker_peak_rss_mb": round(max(peak_kb, child_peaks.peak_kb()) / 1024, 1),
+        "worker_process_peak_rss_mb": round(peak_kb / 1024, 1),
+        "import_child_peak_rss_mb": round(child_peaks.peak_kb() / 1024, 1),
         "worker_idle_rss_mb": round(idle_kb / 1024, 1),
         "worker_max_sampled_rss_mb": round(max(rss_samples) / 1024, 1),
         "api_peak_rss_mb": round(api_peak_kb / 1024, 1),
         "target_mb": TARGET_MB,
-        "within_target": peak_kb / 1024 < TARGET_MB,
+        "within_target": max(peak_kb, child_peaks.peak_kb()) / 1024 < TARGET_MB,
         "machine": {
             "python": platform.python_version(),
             "cpus": os.cpu_count(),

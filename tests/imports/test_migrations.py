@@ -18,7 +18,7 @@ from sqlalchemy import Engine, inspect
 
 pytestmark = pytest.mark.postgres
 
-IMPORTS_TABLES = {"site_targets", "pages", "imports", "import_rows"}
+IMPORTS_TABLES = {"site_targets", "pages", "imports", "import_rows", "import_api_sources"}
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_the_chain_runs_after_the_jobs_chain_and_round_trips(scratch_url: str) -
     jobs_migrations.upgrade(scratch_url)
     assert migrations.current(scratch_url) is None
     migrations.upgrade(scratch_url)
-    assert migrations.current(scratch_url) == "0002_imports"
+    assert migrations.current(scratch_url) == "0003_imports"
     assert jobs_migrations.current(scratch_url) == jobs_migrations.head()  # untouched
     assert IMPORTS_TABLES | {"alembic_version_imports", "jobs"} <= _tables(scratch_url)
     migrations.upgrade(scratch_url)  # idempotent

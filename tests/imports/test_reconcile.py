@@ -282,7 +282,9 @@ IMPORT_DURING_A_RUN = [
 
 def _reset(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE import_rows, imports, pages, site_targets, jobs"))
+        conn.execute(
+            text("TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, jobs")
+        )
 
 
 @pytest.mark.slow

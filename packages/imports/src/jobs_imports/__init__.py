@@ -1,12 +1,12 @@
-"""The Imports module: CSV imports with DuckDB and map_reconcile.
+"""The Imports module: CSV imports with DuckDB, API imports with httpx, and map_reconcile.
 
 A domain module of jobs: it owns its tables (its own Alembic chain, :mod:`jobs_imports.migrations`)
-and registers two job types. It declares itself to the deployables through
+and registers three job types. It declares itself to the deployables through
 :data:`jobs_imports.module.module` (entry point ``imports`` of group ``jobs.modules``, decision
 0024); its handlers need a database, so the deployables build them with their engine:
 
 - :func:`build_registry` ``(engine, data_dir)`` → the :class:`jobs_core.Registry` to include in a
-  worker's (``import_csv``, ``map_reconcile``);
+  worker's (``import_csv``, ``import_api``, ``map_reconcile``);
 - :func:`build_module` ``(engine, data_dir)`` → the same registry plus the
   :class:`~jobs_imports.service.ImportsService` an API or a CLI calls;
 - :func:`jobs_imports.migrations.upgrade` ``(url)`` after the jobs chain;

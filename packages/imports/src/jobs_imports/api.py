@@ -17,7 +17,7 @@ defined, not later from the module's globals.
 
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date, datetime
 from typing import Annotated, Any, Self
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Response
@@ -138,8 +138,11 @@ class ImportOut(BaseModel):
 
     id: uuid.UUID
     site_target_id: uuid.UUID
+    kind: str = Field(description="csv (an uploaded file) or api (a date range of the source)")
     status: str = Field(description="pending, running, done, failed or cancelled")
-    file: FileOut
+    file: FileOut | None = Field(description="The uploaded file (null for an api import).")
+    date_from: date | None = Field(description="The first day an api import asked for.")
+    date_to: date | None = Field(description="The last day (inclusive) an api import asked for.")
     counts: CountsOut
     error: str | None
     error_samples: list[dict[str, Any]] = Field(
@@ -162,10 +165,15 @@ class ImportOut(BaseModel):
         return cls(
             id=record.id,
             site_target_id=record.site_target_id,
+            kind=record.kind,
             status=view.status,
             file=FileOut(
                 name=record.original_name, sha256=record.file_sha256, size=record.file_size
-            ),
+            )
+            if record.kind == "csv"
+            else None,
+            date_from=record.date_from,
+            date_to=record.date_to,
             counts=CountsOut(
                 read=record.rows_read,
                 inserted=record.rows_inserted,
@@ -270,9 +278,12 @@ def build_router(
     app's own body limit must let that much through on this path (:data:`UPLOAD_PATH`), plus
     the multipart envelope.
     """
+    from jobs_imports.api_routes import api_source_routes  # it uses this module's schemas
+
     router = APIRouter(tags=["imports"])
     _site_target_routes(router, get_service, current_org)
     _import_routes(router, get_service, current_org)
+    api_source_routes(router, get_service, current_org)
     return router
 
 

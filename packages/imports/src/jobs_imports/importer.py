@@ -25,21 +25,29 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, TypeVar, cast
 
-from jobs_core import CancelReason, Job, JobCancelled, JobContext, StoreRefused
+from jobs_core import CancelReason, JobCancelled, JobContext, StoreRefused
 from jobs_postgres.errors import unavailable_as_store_error
-from sqlalchemy import Connection, delete, func, select, text, update
+from sqlalchemy import Connection, RowMapping, delete, func, select, text, update
 
 from jobs_imports import csvfile, storage
 from jobs_imports.csvfile import ImportFileError, Record
+from jobs_imports.endhooks import mark_import_cancelled, mark_import_failed
 from jobs_imports.reconcile import request_reconcile
+from jobs_imports.records import SiteTarget
 from jobs_imports.screening import Screened
 from jobs_imports.service import ImportsService
 from jobs_imports.tables import import_rows, imports
 from jobs_imports.urls import InvalidUrl, normalize_url
 
-__all__ = ["ERROR_SAMPLES", "CsvImporter", "ImportState", "mark_import_failed"]
+__all__ = [
+    "ERROR_SAMPLES",
+    "CsvImporter",
+    "ImportState",
+    "mark_import_cancelled",
+    "mark_import_failed",
+]
 
 log = logging.getLogger("jobs.imports")
 
@@ -63,6 +71,7 @@ _COLUMNS = (
 )
 _COLUMN_LIST = ", ".join(_COLUMNS)
 _STAGING = "import_rows_staging"
+S = TypeVar("S", bound="ImportState")
 
 
 @dataclass(slots=True)
@@ -85,7 +94,7 @@ class ImportState:
     error_samples: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def resume(cls, import_id: uuid.UUID, progress: Mapping[str, Any] | None) -> ImportState:
+    def resume(cls, import_id: uuid.UUID, progress: Mapping[str, Any] | None) -> Self:
         """The state saved in ``progress`` for this import, or a fresh one."""
         saved = (progress or {}).get("checkpoint")
         if not isinstance(saved, Mapping) or saved.get("import_id") != str(import_id):
@@ -278,12 +287,18 @@ class CsvImporter:
         with unavailable_as_store_error():
             return self._run(ctx)
 
-    def _run(self, ctx: JobContext) -> dict[str, Any]:
+    def begin(
+        self, ctx: JobContext, kind: type[S], import_kind: str = "csv"
+    ) -> tuple[RowMapping, SiteTarget, S] | dict[str, Any]:
+        """The import of ``ctx``'s job marked running, its target, and its state resumed from
+        the job's checkpoint (``kind`` reads it) — or, when the import is already done, its
+        report (a re-run after the final commit). Rows the checkpoint does not account for
+        (a progress document overwritten or lost) are deleted: the import starts over. An
+        import of another kind than ``import_kind`` is :class:`ImportFileError`, untouched."""
         job = ctx.job
         import_id = uuid.UUID(str(ctx.payload["import_id"]))
         site_target_id = uuid.UUID(str(ctx.payload["site_target_id"]))
-        engine = self.service.engine
-        with engine.begin() as conn:
+        with self.service.engine.begin() as conn:
             row = (
                 conn.execute(
                     select(imports).where(
@@ -297,8 +312,9 @@ class CsvImporter:
             )
             if row is None:
                 raise ImportFileError(f"import {import_id} does not exist for this site target")
+            if row["kind"] != import_kind:
+                raise ImportFileError(f"import {import_id} is not of kind {import_kind}")
             if row["status"] == "done":
-                # a re-run after the final commit: the work is done, report it again
                 return dict(row["report"] or {})
             target = self.service.site_target_in(conn, job.org_id, site_target_id)
             conn.execute(
@@ -310,13 +326,11 @@ class CsvImporter:
                     started_at=func.coalesce(imports.c.started_at, func.now()),
                 )
             )
-            state = ImportState.resume(import_id, ctx.checkpoint)
+            state = kind.resume(import_id, ctx.checkpoint)
             present = conn.execute(
                 select(func.count()).where(import_rows.c.import_id == import_id)
             ).scalar_one()
             if present != state.inserted:
-                # rows the checkpoint does not account for (a progress document overwritten or
-                # lost): the counters cannot be trusted, start over from a clean slate
                 if state.records or present:
                     log.warning(
                         "import %s: checkpoint says %d rows, table has %d; starting over",
@@ -325,7 +339,17 @@ class CsvImporter:
                         present,
                     )
                 conn.execute(delete(import_rows).where(import_rows.c.import_id == import_id))
-                state = ImportState(import_id=str(import_id))
+                state = kind(import_id=str(import_id))
+        return row, target, state
+
+    def _run(self, ctx: JobContext) -> dict[str, Any]:
+        import_id = uuid.UUID(str(ctx.payload["import_id"]))
+        site_target_id = uuid.UUID(str(ctx.payload["site_target_id"]))
+        engine = self.service.engine
+        started = self.begin(ctx, ImportState)
+        if isinstance(started, dict):
+            return started
+        row, target, state = started
         path = storage.resolve(self.service.data_dir, row["file_path"])
         if not path.is_file():
             raise ImportFileError(f"the uploaded file is missing from the data directory: {path}")
@@ -358,7 +382,7 @@ class CsvImporter:
         finally:
             if screened is not None:
                 screened.discard()
-        return self._finish(ctx, state, import_id, site_target_id, extra)
+        return self.finish(ctx, state, import_id, site_target_id, extra)
 
     def _stream(
         self,
@@ -377,17 +401,38 @@ class CsvImporter:
         )
         for records in batches:
             ctx.raise_if_cancelled()
-            batch = _prepare(records, state, import_id, site_target_id, base_url)
-            try:
-                with unavailable_as_store_error(), self.service.engine.begin() as conn:
-                    counts = _write_rows(conn, batch)
-                    self._count_and_save(conn, ctx, state, len(batch), counts)
-            except StoreRefused:
-                # A record the database refuses (a value out of its range or over its limits):
-                # the batch again, one row at a time, so only the refused rows are errors.
-                with self.service.engine.begin() as conn:
-                    counts = _write_rows_one_by_one(conn, batch, state)
-                    self._count_and_save(conn, ctx, state, len(batch), counts)
+            self.write_batch(
+                ctx,
+                records,
+                state,
+                import_id=import_id,
+                site_target_id=site_target_id,
+                base_url=base_url,
+            )
+
+    def write_batch(
+        self,
+        ctx: JobContext,
+        records: Sequence[Record],
+        state: ImportState,
+        *,
+        import_id: uuid.UUID,
+        site_target_id: uuid.UUID,
+        base_url: str,
+    ) -> None:
+        """Validate ``records``, write the valid ones and save ``state`` as the checkpoint, in
+        one transaction: the one path of every import's rows (``import_api`` too)."""
+        batch = _prepare(records, state, import_id, site_target_id, base_url)
+        try:
+            with unavailable_as_store_error(), self.service.engine.begin() as conn:
+                counts = _write_rows(conn, batch)
+                self._count_and_save(conn, ctx, state, len(batch), counts)
+        except StoreRefused:
+            # A record the database refuses (a value out of its range or over its limits):
+            # the batch again, one row at a time, so only the refused rows are errors.
+            with self.service.engine.begin() as conn:
+                counts = _write_rows_one_by_one(conn, batch, state)
+                self._count_and_save(conn, ctx, state, len(batch), counts)
 
     def _count_and_save(
         self,
@@ -403,7 +448,7 @@ class CsvImporter:
         state.skipped += written - inserted  # a record repeating an earlier one
         self._save(conn, ctx, state)
 
-    def _finish(
+    def finish(
         self,
         ctx: JobContext,
         state: ImportState,
@@ -441,46 +486,3 @@ class CsvImporter:
             state.errors,
         )
         return report
-
-
-def mark_import_failed(service: ImportsService, job: Job) -> None:
-    """``on_fail`` of ``import_csv``: the import is failed, with the job's error and report.
-
-    The rows already written stay, with the job's checkpoint: a manual retry of the job resumes
-    where it stopped. Readers count the rows of ``done`` imports only (a running import has
-    partial rows too).
-    """
-    _mark_import_ended(service, job, "failed", job.error or "the import job failed")
-
-
-def mark_import_cancelled(service: ImportsService, job: Job) -> None:
-    """``on_cancel`` of ``import_csv``: the import is cancelled (queued or running when its job
-    was), never left ``pending`` or ``running``; as after a failure, the rows it wrote stay and
-    a retry of the job resumes from its checkpoint."""
-    _mark_import_ended(service, job, "cancelled", job.error)
-
-
-def _mark_import_ended(service: ImportsService, job: Job, status: str, error: str | None) -> None:
-    """The import of ``job`` ends ``status`` (unless it is done), with ``error`` and the job's
-    report. Run at least once per transition (an end hook): writing it again changes nothing."""
-    raw_id = job.payload.get("import_id")
-    try:
-        import_id = uuid.UUID(str(raw_id))
-    except ValueError:
-        log.warning("end hook of job %s: payload has no valid import_id", job.id)
-        return
-    with unavailable_as_store_error(), service.engine.begin() as conn:
-        conn.execute(
-            update(imports)
-            .where(
-                imports.c.id == import_id,
-                imports.c.org_id == job.org_id,
-                imports.c.status != "done",
-            )
-            .values(
-                status=status,
-                error=error,
-                report=dict(job.report) if job.report is not None else None,
-                finished_at=func.now(),
-            )
-        )

@@ -3,8 +3,9 @@
 
 Cheap to import: the handlers, the service and the routes load when a builder runs.
 
-- job types: ``import_csv`` and ``map_reconcile`` on the deployment's engine
-  (``JOBS_IMPORTS_BATCH_SIZE``: rows per transaction of ``import_csv``);
+- job types: ``import_csv``, ``import_api`` and ``map_reconcile`` on the deployment's engine
+  (``JOBS_IMPORTS_BATCH_SIZE``: rows per transaction of ``import_csv``; ``JOBS_IMPORTS_API_*``:
+  the timeouts and limits of ``import_api``, :class:`jobs_imports.api_client.ApiSettings`);
 - tables: the chain :mod:`jobs_imports.migrations` (version table ``alembic_version_imports``);
 - routes: :func:`jobs_imports.api.build_router` (``JOBS_MAX_UPLOAD_BYTES``: the largest upload,
   default 512 MiB; ``JOBS_ALLOW_PRIVATE_URLS``: allow non-public hosts, development only).
@@ -53,13 +54,19 @@ def max_upload_bytes(settings: Mapping[str, str]) -> int:
 
 
 def _build_registry(ctx: ModuleContext) -> Registry:
+    from jobs_imports.api_client import ApiSettings
     from jobs_imports.registry import batch_size_from_environment, build_registry
 
+    try:
+        api_settings = ApiSettings.from_settings(ctx.settings)
+    except ValueError as error:
+        raise ModuleError(str(error)) from None
     return build_registry(
         _engine(ctx),  # type: ignore[arg-type]
         ctx.data_dir,
         clock=ctx.clock,
         batch_size=batch_size_from_environment(ctx.settings),
+        api_settings=api_settings,
     )
 
 
@@ -102,6 +109,6 @@ module = Module(
     migrations="jobs_imports.migrations",
     routers=_routers,
     body_limits=_body_limits,
-    description="CSV imports of search analytics, and map_reconcile.",
+    description="CSV and API imports of search analytics, and map_reconcile.",
 )
 """The declaration every deployable loads (entry point ``imports``)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from jobs_core import Job
@@ -57,7 +57,9 @@ class SiteTarget:
 
 @dataclass(frozen=True, slots=True)
 class StoredImport:
-    """A row of ``imports``: one uploaded file, its status and counts."""
+    """A row of ``imports``: one uploaded file (``kind`` csv) or one date range fetched from the
+    site target's API source (``kind`` api: no file, empty path and hash), its status and
+    counts."""
 
     id: uuid.UUID
     org_id: str
@@ -78,6 +80,10 @@ class StoredImport:
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    date_from: date | None = None
+    """The first day an ``api`` import asked its source for (None for a CSV)."""
+    date_to: date | None = None
+    """The last day (inclusive) an ``api`` import asked for (None for a CSV)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The Imports module's job types, bound to a database: ``import_csv`` and ``map_reconcile``.
+"""The Imports module's job types, bound to a database: ``import_csv``, ``import_api`` and
+``map_reconcile``.
 
 The handlers need an engine and the data directory, so the registry is *built*, never a
 module-level global: a deployable (worker, API, CLI) calls :func:`build_registry` with its own
@@ -9,6 +10,11 @@ time.
   ``import_csv:<import_id>``, payload ``{import_id, site_target_id}``; a lost database
   connection re-queues it with backoff (it resumes from its checkpoint); ``on_fail`` and
   ``on_cancel`` mark the import failed or cancelled.
+- ``import_api`` — ``dedup_scope='active'``, key ``import_api:<import_id>``, payload
+  ``{import_id, site_target_id}``; at most one running per site target (concurrency key
+  ``site_target_id``, limit 1); the source down (5xx, timeout) or the database lost re-queue it
+  with backoff, up to 5 attempts, resuming from its checkpointed cursor; a 429 / 503 with
+  ``Retry-After`` snoozes it (no attempt spent); the same end hooks as ``import_csv``.
 - ``map_reconcile`` — ``dedup_scope='queue'`` (zero lost wake-up), key
   ``map_reconcile:<site_target_id>``, payload ``{site_target_id}``; ``protected``: its rows are
   the Imports tab's events, never purged and never deletable.
@@ -37,11 +43,15 @@ from jobs_core import (
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Engine
 
+from jobs_imports.api_client import ApiSettings, SourceUnavailable
+from jobs_imports.api_import import ApiImporter
+from jobs_imports.api_sources import IMPORT_API
 from jobs_imports.importer import CsvImporter, mark_import_cancelled, mark_import_failed
 from jobs_imports.reconcile import RECONCILE, map_rows
 from jobs_imports.service import IMPORT_CSV, ImportsService
 
 __all__ = [
+    "IMPORT_API",
     "IMPORT_CSV",
     "RECONCILE",
     "ImportsModule",
@@ -52,6 +62,10 @@ __all__ = [
 ]
 
 _RETRY_ON_OUTAGE = RetryPolicy(retry_on=(StoreUnavailable,), backoff=exponential(2.0, 2.0, 60.0))
+_RETRY_API = RetryPolicy(
+    retry_on=(StoreUnavailable, SourceUnavailable), backoff=exponential(5.0, 3.0, 600.0)
+)
+API_MAX_ATTEMPTS = 5
 
 
 class UuidFields:
@@ -105,12 +119,16 @@ def build_module(
     batch_size: int = 5000,
     max_upload_bytes: int | None = None,
     allow_private_urls: bool = False,
+    api_settings: ApiSettings | None = None,
+    api_retry: RetryPolicy = _RETRY_API,
 ) -> ImportsModule:
     """The module's use cases and registry, bound to ``engine`` and ``data_dir``.
 
     ``data_dir`` is where uploads are stored (``<data_dir>/imports/…``): the API that receives
     files and the workers that import them must share it. ``allow_private_urls`` lets site
-    targets and pages name non-public hosts (development only: :mod:`jobs_imports.hosts`).
+    targets, pages and API sources name non-public hosts (development only:
+    :mod:`jobs_imports.hosts`). ``api_settings``: the limits of ``import_api``
+    (``JOBS_IMPORTS_API_*``); ``api_retry``: its retry policy (a test shortens the backoff).
     """
     registry = Registry("imports")
     options: dict[str, Any] = {"clock": clock, "allow_private_urls": allow_private_urls}
@@ -136,6 +154,23 @@ def build_module(
             payload_schema=UuidFields("import_id", "site_target_id"),
             retry=_RETRY_ON_OUTAGE,
             description="Import an uploaded search-analytics CSV into the site target's rows.",
+        )
+    )
+    registry.register(
+        JobType(
+            name=IMPORT_API,
+            handler=ApiImporter(importer, api_settings),
+            dedup_scope=DedupScope.ACTIVE,
+            dedup_key="import_api:{import_id}",
+            concurrency_key="site_target_id",
+            concurrency_limit=1,
+            max_attempts=API_MAX_ATTEMPTS,
+            on_fail=lambda job: mark_import_failed(service, job),
+            on_cancel=lambda job: mark_import_cancelled(service, job),
+            payload_schema=UuidFields("import_id", "site_target_id"),
+            retry=api_retry,
+            description="Import a date range of search-analytics rows from the site target's "
+            "API source.",
         )
     )
     registry.register(
@@ -175,11 +210,21 @@ def batch_size_from_environment(environ: Mapping[str, str] | None = None) -> int
 
 
 def build_registry(
-    engine: Engine, data_dir: Path, *, clock: Clock | None = None, batch_size: int | None = None
+    engine: Engine,
+    data_dir: Path,
+    *,
+    clock: Clock | None = None,
+    batch_size: int | None = None,
+    api_settings: ApiSettings | None = None,
 ) -> Registry:
-    """The module's registry (``import_csv``, ``map_reconcile``) bound to ``engine`` and
-    ``data_dir``: what a worker includes (``batch_size`` default: the environment's,
-    :func:`batch_size_from_environment`)."""
+    """The module's registry (``import_csv``, ``import_api``, ``map_reconcile``) bound to
+    ``engine`` and ``data_dir``: what a worker includes (``batch_size`` default: the
+    environment's, :func:`batch_size_from_environment`; ``api_settings``: the environment's
+    ``JOBS_IMPORTS_API_*``)."""
     if batch_size is None:
         batch_size = batch_size_from_environment()
-    return build_module(engine, data_dir, clock=clock, batch_size=batch_size).registry
+    if api_settings is None:
+        api_settings = ApiSettings.from_settings(os.environ)
+    return build_module(
+        engine, data_dir, clock=clock, batch_size=batch_size, api_settings=api_settings
+    ).registry

@@ -71,8 +71,8 @@ _INVALID_SAMPLES = 100
 class ImportsService:
     """The Imports use cases over one engine, one data directory and the module's job types.
 
-    ``registry`` must hold ``import_csv`` and ``map_reconcile`` (the module's registry, or an
-    app's registry that includes it): jobs are enqueued through it.
+    ``registry`` must hold ``import_csv``, ``import_api`` and ``map_reconcile`` (the module's
+    registry, or an app's registry that includes it): jobs are enqueued through it.
     """
 
     def __init__(

@@ -99,6 +99,9 @@ imports = Table(
     Column("created_at", TIMESTAMPTZ, nullable=False, server_default=text("now()")),
     Column("started_at", TIMESTAMPTZ),
     Column("finished_at", TIMESTAMPTZ),
+    Column("date_from", Date),
+    Column("date_to", Date),
+    CheckConstraint("kind IN ('csv', 'api')", name="imports_kind_check"),
     CheckConstraint(
         "status IN ('pending', 'running', 'done', 'failed', 'cancelled')",
         name="imports_status_check",
@@ -110,8 +113,38 @@ imports = Table(
     Index("imports_org_target_created_idx", "org_id", "site_target_id", "created_at"),
     # an upload's content already imported for the site target (ImportsService.create_import)
     Index("imports_org_target_sha_idx", "org_id", "site_target_id", "file_sha256"),
+    # the active API import of a date range (jobs_imports.api_sources.ApiSources.start_import)
+    Index(
+        "imports_org_target_range_idx",
+        "org_id",
+        "site_target_id",
+        "date_from",
+        "date_to",
+        postgresql_where=text("kind = 'api'"),
+    ),
 )
-"""One upload of a file, its status and its counts (``report`` holds the first errors)."""
+"""One import: an uploaded file (``kind`` csv) or a date range fetched from the site target's
+API source (``kind`` api: ``date_from``/``date_to``, no file: empty path and hash, size 0); its
+status and its counts (``report`` holds the first errors)."""
+
+import_api_sources = Table(
+    "import_api_sources",
+    metadata,
+    Column(
+        "site_target_id",
+        UUID(as_uuid=True),
+        ForeignKey(
+            "site_targets.id", ondelete="CASCADE", name="import_api_sources_site_target_id_fkey"
+        ),
+        primary_key=True,
+    ),
+    Column("org_id", Text, nullable=False),
+    Column("base_url", Text, nullable=False),
+    Column("token", Text, nullable=False),
+    Column("updated_at", TIMESTAMPTZ, nullable=False, server_default=text("now()")),
+)
+"""The search-analytics API of a site target: its base URL and the bearer token ``import_api``
+sends. The token is a secret: only the worker reads it; nothing shows it (decision 0035)."""
 
 import_rows = Table(
     "import_rows",
