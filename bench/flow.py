@@ -333,7 +333,15 @@ def main(argv: list[str] | None = None) -> int:
     fa.add_argument("--claims", type=int, default=300)
     fa.set_defaults(run=fair)
     args = parser.parse_args(argv)
-    args.run(args)
+    try:
+        args.run(args)
+    finally:
+        if args.command in ("limits", "fair"):  # ab's rounds drop their own databases
+            from bench.common import drop_database
+            from bench.flow_limits import DATABASES
+
+            for name in DATABASES:
+                drop_database(args.pg_url, name)
     return 0
 
 

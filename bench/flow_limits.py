@@ -19,6 +19,9 @@ from bench import wiring
 from bench.common import recreate_database, scalar
 from bench.flow import ROOT, STARTED, UNFINISHED, log, noop, registry, write
 
+#: every database ``limits`` and ``fair`` create; ``main`` drops them when the command ends
+DATABASES = ("bench_flow_limits", "bench_flow_latency", "bench_flow_fair", "bench_flow_fairness")
+
 # -- limits: drain, claim latency, fairness ----------------------------------------------------
 
 

@@ -44,8 +44,10 @@ def test_bench_flow_ab_bulk_with_a_variant_writes_paired_ratios(pg_server: str) 
         assert low <= median <= high
         assert "| enqueue_bulk: A over nolog |" in next(out.glob("flow-ab-bulk-*.md")).read_text()
     assert set((ROOT / "bench" / "results").iterdir()) == repo_results
+    # its own databases only: another bench command on the same server is not this one's
+    ours = [f"bench_flow_{side}".lower() for side in ("A", "B", "nolog")]
     with psycopg.connect(pg_server, autocommit=True) as conn:
         left = conn.execute(
-            "SELECT array_agg(datname) FROM pg_database WHERE datname LIKE 'bench_flow_%'"
+            "SELECT array_agg(datname) FROM pg_database WHERE lower(datname) = ANY(%s)", (ours,)
         ).fetchone()
     assert left == (None,), f"the benchmark left databases behind: {left}"
