@@ -82,12 +82,18 @@ def pg_url(pg_server: str) -> Iterator[str]:
         drop_database(pg_server, name)
 
 
+#: the session's engines whose idle connections a test waiting at the gate closes (see below)
+_IDLE_POOLS: list[Engine] = []
+
+
 @pytest.fixture(scope="session")
 def _pg_session_engine(pg_url: str) -> Iterator[Engine]:
     from jobs_postgres.database import create_engine
 
     engine = create_engine(pg_url)
+    _IDLE_POOLS.append(engine)
     yield engine
+    _IDLE_POOLS.remove(engine)
     engine.dispose()
 
 
@@ -130,7 +136,15 @@ def _share_the_server(
     root = tmp_path_factory.getbasetemp().parent  # <basetemp>, shared by popen-gw0, gw1...
     alone = request.node.get_closest_marker("alone") is not None
     with (root / "server.gate").open("a") as gate, (root / "server.share").open("a") as share:
-        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            # an ``alone`` test may be waiting or running: this session's idle pooled
+            # connections would count against it (a drain of eight workers failed its
+            # handlers' connections with "too many clients"), so they are closed first
+            for engine in _IDLE_POOLS:
+                engine.dispose()
+            fcntl.flock(gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(share, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:

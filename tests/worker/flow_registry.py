@@ -43,7 +43,7 @@ def _database() -> Engine:
         if _engine is None:
             from jobs_postgres.database import create_engine
 
-            _engine = create_engine(os.environ["JOBS_DATABASE_URL"], pool_size=8)
+            _engine = create_engine(os.environ["JOBS_DATABASE_URL"], pool_size=4, max_overflow=0)
         return _engine
 
 

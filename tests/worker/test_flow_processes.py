@@ -30,6 +30,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 8
+LOGS: dict[str, str] = {}
 
 # The most runs of one key (or one type) that overlap at any run's start.
 MAX_OVERLAP = """
@@ -44,7 +45,8 @@ SELECT coalesce(max(n), 0) FROM (
 
 @pytest.fixture
 def processes(pg_url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Eight worker processes of four slots on the session's database (killed at the end)."""
+    """Eight worker processes of four slots on the session's database (killed at the end); their
+    logs are in the directory ``LOGS["dir"]`` names while the test runs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
     env.update(
         JOBS_DATABASE_URL=pg_url,
@@ -54,6 +56,7 @@ def processes(pg_url: str) -> Iterator[list[subprocess.Popen[bytes]]]:
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )
     with tempfile.TemporaryDirectory(prefix="jobs-flow-test-") as logs:
+        LOGS["dir"] = logs
         started = []
         for index in range(PROCESSES):
             log = Path(logs, f"worker-{index}.log").open("wb")  # noqa: SIM115 - closed below
@@ -104,10 +107,38 @@ def test_eight_processes_never_exceed_the_limits(
     def remaining() -> int:
         with pg_engine.connect() as conn:
             return int(
-                conn.execute(text("SELECT count(*) FROM jobs WHERE status <> 'done'")).scalar_one()
+                conn.execute(
+                    text("SELECT count(*) FROM jobs WHERE status IN ('queued', 'running')")
+                ).scalar_one()
             )
 
-    wait_until(lambda: remaining() == 0, 400, "the queue to drain")
+    try:
+        wait_until(lambda: remaining() == 0, 120, "the queue to drain")
+    except AssertionError:
+        with pg_engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT type, concurrency_key, status, attempts, count(*),"
+                    " count(DISTINCT lease), min(heartbeat_at), min(run_at), now()"
+                    " FROM jobs WHERE status <> 'done'"
+                    " GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3"
+                )
+            ).all()
+        tails = [
+            f"--- {log.name}\n" + log.read_text(errors="replace")[-3000:]
+            for log in sorted(Path(LOGS["dir"]).glob("*.log"))
+        ]
+        raise AssertionError(
+            "the queue did not drain; what is left:\n"
+            + "\n".join(map(str, rows))
+            + "\n"
+            + "\n".join(tails)
+        ) from None
+    with pg_engine.connect() as conn:
+        ended = conn.execute(
+            text("SELECT status, error FROM jobs WHERE status <> 'done' LIMIT 5")
+        ).all()
+    assert ended == [], f"jobs that did not succeed: {ended}"
     with pg_engine.connect() as conn:
         runs, unfinished, writers = conn.execute(
             text(
