@@ -12,6 +12,8 @@ dependency-injector's containers cost the worker half of its start-up).
 from __future__ import annotations
 
 import math
+import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -184,6 +186,7 @@ class Composition:
                     registry=self.registry,
                     clock=self.clock(),
                     fair_claim=self.settings.fair_claim,
+                    worker=f"{socket.gethostname()}:{os.getpid()}",
                 )
             return self._service
 

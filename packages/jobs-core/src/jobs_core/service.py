@@ -18,6 +18,7 @@ from jobs_core.claims import FAIR_CLAIM_DEFAULT
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
+from jobs_core.history import AttemptRecord
 from jobs_core.hooks import call_end_hook
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
@@ -57,8 +58,11 @@ class JobService:
         clock: Clock | None = None,
         *,
         fair_claim: bool = FAIR_CLAIM_DEFAULT,
+        worker: str | None = None,
     ) -> None:
         self.store = store
+        # Who runs the attempts this service ends (``host:pid``), for their records.
+        self.worker = worker
         self.registry = registry
         self.clock: Clock = clock or SystemClock()
         # Fairness between orgs (on by default, docs/flow-control.md): this claimer's turn.
@@ -67,7 +71,9 @@ class JobService:
 
     def using(self, store: JobStore) -> JobService:
         """The same use cases over another store (e.g. one bound to a caller's transaction)."""
-        return JobService(store, self.registry, self.clock, fair_claim=self.fair_claim)
+        return JobService(
+            store, self.registry, self.clock, fair_claim=self.fair_claim, worker=self.worker
+        )
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -146,6 +152,10 @@ class JobService:
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org, newest first (an operator's read: the CLI)."""
         return self.store.list_all_orgs(query)
+
+    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
+        """The records of the org's job's attempts, oldest first (:mod:`jobs_core.history`)."""
+        return self.store.attempts(org_id, job_id)
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status for the org."""
@@ -297,7 +307,7 @@ class JobService:
         if not outcomes:
             return [], self.claim(limit) if limit > 0 else []
         now = self.clock.now()
-        patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
+        patches = [domain.patch(ref, outcome, now, worker=self.worker) for ref, outcome in outcomes]
         claim_next = None
         if limit > 0:
             limits = self._limits()
