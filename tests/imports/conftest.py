@@ -40,7 +40,8 @@ def imports_engine(imports_url: str, pg_engine: Engine) -> Engine:
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
         conn.execute(
             text(
-                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, jobs, job_attempts"
+                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
+                "jobs, job_attempts"
             )
         )
     return pg_engine

@@ -284,7 +284,8 @@ def _reset(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(
             text(
-                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, jobs, job_attempts"
+                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
+                "jobs, job_attempts"
             )
         )
 
