@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobs_core import Clock, JobService, JobStore, Registry, SystemClock, Wakeup
+from jobs_metrics import PrometheusObserver
 
 from jobs_worker.worker import Worker, WorkerConfig
 
@@ -187,6 +188,7 @@ class Composition:
                     clock=self.clock(),
                     fair_claim=self.settings.fair_claim,
                     worker=f"{socket.gethostname()}:{os.getpid()}",
+                    observer=PrometheusObserver(),
                 )
             return self._service
 

@@ -207,6 +207,15 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         "(JOBS_HANDLERS_DIR, default none)",
     )
     group.add_argument(
+        "--metrics-port",
+        dest="metrics_port",
+        type=non_negative_int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, logged); "
+        "HOST is JOBS_METRICS_HOST, default 127.0.0.1 (JOBS_METRICS_PORT, default off; "
+        "docs/operations.md)",
+    )
+    group.add_argument(
         "--log-format",
         choices=["text", "json"],
         help="text (key=value) or json lines (JOBS_LOG_FORMAT, default text)",
@@ -232,6 +241,7 @@ _OPTION_FIELDS = (
     "log_format",
     "synchronous_commit",
     "handlers_dir",
+    "metrics_port",
 )
 
 
@@ -342,12 +352,24 @@ def run_worker(
         parts = Composition(settings, registry)
         try:
             worker = parts.worker()
+            if settings.metrics_port is not None:
+                serve_metrics(worker, settings.metrics_host, settings.metrics_port)
             with running_scheduler(parts.engine, registry, maintenance, parts.clock()):
                 if handle_signals and threading.current_thread() is threading.main_thread():
                     return _run_with_signals(worker)
                 return worker.run()
         finally:
             parts.close()
+
+
+def serve_metrics(worker: Worker, host: str, port: int) -> None:
+    """Serve the worker's metrics on ``host:port`` (a daemon thread of ``prometheus_client``)."""
+    import jobs_metrics
+
+    shared = worker.shared
+    jobs_metrics.watch_slots(lambda: shared.executing, shared.config.concurrency)
+    bound = jobs_metrics.serve(port, host)
+    log_event(log, logging.INFO, "worker.metrics", url=f"http://{host}:{bound}/metrics")
 
 
 def isolate_types(

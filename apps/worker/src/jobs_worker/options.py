@@ -25,6 +25,7 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_ISOLATED_TYPES     types run in a child process (comma-separated; default import_csv; - none)
   JOBS_CHILD_KILL_GRACE_S seconds between SIGTERM and SIGKILL of an isolated child (default 5)
   JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
+  JOBS_METRICS_PORT       --metrics-port (default off)  JOBS_METRICS_HOST (default 127.0.0.1)
   JOBS_FAIR_CLAIM         claim in fair order between orgs (default 1; docs/flow-control.md)
   JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
   JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
@@ -22,6 +23,7 @@ from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
 from jobs_core.history import AttemptRecord
 from jobs_core.listing import elide
+from jobs_core.observe import active_state
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -413,6 +415,12 @@ class InMemoryJobStore:
         """The job with this id, whichever org owns it."""
         with self._lock:
             return self._jobs.get(job_id)
+
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs counted by type and :func:`jobs_core.observe.active_state`."""
+        with self._lock:
+            states = [(job.type, active_state(job, now)) for job in self._jobs.values()]
+        return dict(Counter((t, s) for t, s in states if s is not None))
 
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org matching ``query``, newest first."""

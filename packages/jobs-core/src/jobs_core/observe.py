@@ -11,10 +11,24 @@ counters and histograms are). The apps plug in a Prometheus one (``jobs_api.metr
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
-from jobs_core.domain import Job
+from jobs_core.domain import Job, Status
 from jobs_core.history import AttemptRecord
+
+ACTIVE_STATES = ("queued", "scheduled", "running")
+"""What an operator counts among live jobs (``OperatorReads.active_counts``, the gauges)."""
+
+
+def active_state(job: Job, now: datetime) -> str | None:
+    """``running``; ``queued`` when due (``run_at <= now``); ``scheduled`` when queued for
+    later (a ``run_at``, a retry's backoff, a snooze); None for a finished job."""
+    if job.status is Status.RUNNING:
+        return "running"
+    if job.status is Status.QUEUED:
+        return "scheduled" if job.run_at > now else "queued"
+    return None
 
 
 class Observer(Protocol):

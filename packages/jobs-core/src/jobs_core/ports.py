@@ -291,6 +291,12 @@ class OperatorReads(Protocol):
         the same keyset cursor as in :meth:`list_jobs`)."""
         ...
 
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs of every org counted by type and state
+        (:func:`jobs_core.observe.active_state` at ``now``), in one read that walks the live
+        jobs only, never the history; a pair with no job is absent."""
+        ...
+
 
 class JobStore(
     Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry, Protocol

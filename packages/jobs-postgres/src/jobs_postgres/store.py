@@ -471,6 +471,11 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         rows = self._read(attempt_tables.ATTEMPTS, {"org_id": org_id, "id": job_id})
         return [attempt_tables.record_from_row(row) for row in rows]
 
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs counted by type and state (``attempt_tables.ACTIVE_COUNTS``)."""
+        rows = self._read(attempt_tables.ACTIVE_COUNTS, {"now": now})
+        return {(job_type, state): int(count) for job_type, state, count in rows}
+
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
         """The job with this id, whichever org owns it (index: the primary key)."""
         rows = self._read(sql.GET_ANY_ORG, {"id": job_id})

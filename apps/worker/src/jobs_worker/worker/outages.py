@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+import jobs_metrics
 from jobs_core.errors import is_outage
 from jobs_core.retry import exponential
 from jobs_core.runner import short_error
@@ -31,6 +32,8 @@ class Retry:
         self.failures += 1
         delay = self._delay(self.failures)
         outage = is_outage(error)
+        if outage and self.failures == 1:
+            jobs_metrics.outage_began()
         log_event(
             log,
             logging.WARNING if outage else logging.ERROR,
