@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 
-import jobs_metrics
 from jobs_core.errors import is_outage
 from jobs_core.retry import exponential
 from jobs_core.runner import short_error
@@ -33,6 +32,8 @@ class Retry:
         delay = self._delay(self.failures)
         outage = is_outage(error)
         if outage and self.failures == 1:
+            import jobs_metrics  # here, not at start-up: imported only when it has to count
+
             jobs_metrics.outage_began()
         log_event(
             log,
