@@ -279,7 +279,8 @@ class History(Protocol):
 
 class OperatorReads(Protocol):
     """The only reads across orgs: an operator at a terminal on the database (the CLI: ``jobs
-    ls`` without ``--org``, ``jobs show ID``), never a caller of the HTTP API. Contract:
+    ls`` without ``--org``, ``jobs show ID``), never a tenant over HTTP; over HTTP only the
+    counts of :meth:`active_counts`, to an operator's token (``GET /metrics``). Contract:
     ``jobs_contract.operator_reads``."""
 
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
