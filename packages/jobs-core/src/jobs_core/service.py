@@ -346,7 +346,10 @@ class JobService:
     def _observe_finished(
         self, patches: Sequence[domain.Patch], written: Sequence[Job | None], seconds: float | None
     ) -> None:
-        """Tell the observer of the attempts whose patch applied (each with its record)."""
+        """Tell the observer of the attempts whose patch applied (each with its record); with
+        no observer, build nothing."""
+        if isinstance(self.observer, NoObserver):
+            return
         ended = []
         for change, job in zip(patches, written, strict=True):
             record = history.record_of(change, 0) if job is not None else None
