@@ -105,7 +105,9 @@ def pg_engine(_pg_session_engine: Engine) -> Engine:
     with _pg_session_engine.begin() as conn:
         # A test that leaked a transaction holding a lock must fail here, not hang.
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(text("TRUNCATE jobs, api_tokens, job_workers, api_sessions, job_events"))
+        conn.execute(
+            text("TRUNCATE jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events")
+        )
     return _pg_session_engine
 
 

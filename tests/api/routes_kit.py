@@ -28,6 +28,7 @@ JOB_FIELDS = {
     "priority",
     "snoozes",
     "waiting",
+    "attempt_history",
     "truncated",
 }
 NOT_FOUND = {

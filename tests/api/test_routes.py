@@ -50,9 +50,13 @@ async def test_enqueue_answers_202_with_location_and_the_row_exists_at_once(
     polled = await client.get(response.headers["location"], headers=as_a)
     assert polled.status_code == 200
     # read alone, a queued job also says why it waits (no worker runs in this test)
+    # and its attempts so far (none): both only on a job read alone
     waiting = polled.json().pop("waiting")
-    assert {**polled.json(), "waiting": None} == {**job, "waiting": None}
+    alone = {"waiting": None, "attempt_history": None}
+    assert {**polled.json(), **alone} == {**job, **alone}
     assert job["waiting"] is None
+    assert job["attempt_history"] is None
+    assert polled.json()["attempt_history"] == []
     assert waiting == [
         {"code": "no_worker", "message": "no live worker serves type 'noop'; start one"}
     ]

@@ -7,10 +7,18 @@ import importlib
 import inspect
 
 import jobs_contract
-from jobs_core.ports import Attempts, Enqueueing, JobStore, OperatorReads, OrgJobs, Recovery
+from jobs_core.ports import (
+    Attempts,
+    Enqueueing,
+    History,
+    JobStore,
+    OperatorReads,
+    OrgJobs,
+    Recovery,
+)
 from jobs_core.workers import WorkerRegistry
 
-STORE_ROLES = (Enqueueing, Attempts, Recovery, OrgJobs, OperatorReads, WorkerRegistry)
+STORE_ROLES = (Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry)
 LARGEST_ROLE = 7
 
 

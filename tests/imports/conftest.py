@@ -39,7 +39,10 @@ def imports_engine(imports_url: str, pg_engine: Engine) -> Engine:
     with pg_engine.begin() as conn:
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
         conn.execute(
-            text("TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, jobs")
+            text(
+                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
+                "jobs, job_attempts"
+            )
         )
     return pg_engine
 

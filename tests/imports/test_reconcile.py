@@ -283,7 +283,10 @@ IMPORT_DURING_A_RUN = [
 def _reset(engine: Engine) -> None:
     with engine.begin() as conn:
         conn.execute(
-            text("TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, jobs")
+            text(
+                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
+                "jobs, job_attempts"
+            )
         )
 
 

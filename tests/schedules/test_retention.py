@@ -160,3 +160,25 @@ def test_settings_round_trip_and_bad_settings(sched_engine: Engine) -> None:
     ):
         with pytest.raises(RetentionInvalid):
             RetentionSettings().merged(bad)
+
+
+def test_the_attempts_of_a_purged_job_go_with_it(sched_engine: Engine) -> None:
+    """Issue 24: a job's attempt records are kept while it is and purged in its batch."""
+    registry = Registry("r")
+    registry.register(JobType("aged", _noop, retention_days=10))
+    _fill(sched_engine, "aged", "done", 24 * 20, 0)  # 20 days of hourly jobs
+    with sched_engine.begin() as conn:
+        conn.execute(
+            text(
+                """INSERT INTO job_attempts (job_id, attempt, started_at, ended_at, outcome)
+                SELECT j.id, a, j.finished_at, j.finished_at, 'done'
+                FROM jobs AS j CROSS JOIN generate_series(1, 2) AS a WHERE j.type = 'aged'"""
+            )
+        )
+    report = purge(PostgresRetentionStore(sched_engine), registry, RetentionSettings(), NOW)
+    kept = _count(sched_engine, "aged")
+    assert report.total == 24 * 20 - kept
+    assert 0 < kept < 24 * 20
+    with sched_engine.connect() as conn:
+        records = conn.execute(text("SELECT count(*) FROM job_attempts")).scalar_one()
+    assert records == 2 * kept

@@ -75,7 +75,9 @@ def engine(_session_engine: Engine) -> Engine:
     """The session's engine, on empty tables."""
     with _session_engine.begin() as conn:
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(text("TRUNCATE jobs, job_workers, linkcheck_crawls, linkcheck_results"))
+        conn.execute(
+            text("TRUNCATE jobs, job_attempts, job_workers, linkcheck_crawls, linkcheck_results")
+        )
     return _session_engine
 
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 import uvicorn
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI
+from jobs_metrics import watch_streams
 
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container
@@ -16,6 +17,7 @@ from jobs_api.events import router as events_router
 from jobs_api.guard import AuthenticateFirst, KeepConnectionOnError
 from jobs_api.job_types import router as job_types_router
 from jobs_api.limits import BodySizeLimit
+from jobs_api.metrics import router as metrics_router
 from jobs_api.openapi import openapi_builder
 from jobs_api.panel import build_router as build_panel_router
 from jobs_api.problems import install_problem_handlers, unexpected_error
@@ -107,6 +109,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.include_router(job_types_router)
     app.include_router(sessions_router)
     app.include_router(quotas_router)
+    app.include_router(metrics_router)
+    watch_streams(lambda: container.stream_limits().total)
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)
     app.include_router(build_panel_router())

@@ -18,6 +18,7 @@ from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
 from jobs_core.quota_service import QuotaService
 from jobs_core.quotas import InMemoryQuotaStore, Quotas, QuotaStore
+from jobs_metrics import PrometheusObserver
 from jobs_tokens import (
     InMemorySessionStore,
     InMemoryTokenStore,
@@ -221,7 +222,11 @@ class Container(containers.DeclarativeContainer):
 
     service_registry = registry
     service = providers.ThreadSafeSingleton(
-        JobService, store=store, registry=service_registry, clock=clock
+        JobService,
+        store=store,
+        registry=service_registry,
+        clock=clock,
+        observer=providers.Factory(PrometheusObserver),
     )
 
     quota_store = providers.Selector(

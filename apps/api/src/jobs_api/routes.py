@@ -186,12 +186,15 @@ def stats(org: CurrentOrgDep, service: ServiceDep) -> JobStats:
     responses=problem_responses(401, 404, 422, 500, 503),
 )
 def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Response:
-    """The job, if it is the org's; 404 (the same body) if it is absent or another org's."""
+    """The job, if it is the org's, with every ended attempt (``attempt_history``); 404 (the
+    same body) if it is absent or another org's."""
     # The route clients poll: answered as JSON bytes here, on the route's thread. Returned as
     # a model, FastAPI would validate it again (JobOut.of already did) in a second hand-off
     # to the thread pool before serializing it on the event loop (bench/NOTES.md §5).
     found = service.get(org, _job_id(job_id))
-    job = JobOut.of(found, service.why_waiting(found) if found.status is Status.QUEUED else None)
+    waiting = service.why_waiting(found) if found.status is Status.QUEUED else None
+    history = service.attempts(org, found.id)
+    job = JobOut.of(found, waiting, history)
     return Response(job.model_dump_json(), media_type="application/json")
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from jobs_core import ACTIVE, FINISHED, Job, Status
 from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
+from jobs_core.history import AttemptOutcome, AttemptRecord
 from jobs_core.listing import Elided, elided_fields
 from jobs_core.waiting import WaitReason
 from pydantic import BaseModel, ConfigDict, Field
@@ -24,6 +25,37 @@ class WaitingOut(BaseModel):
 
     code: str
     message: str
+
+
+class AttemptOut(BaseModel):
+    """One attempt of a job (jobs_core.history): ``attempt`` numbers every run in the order they
+    ended (1 first); ``outcome`` is what became of that run: done, failed, cancelled, retrying
+    (failed, the job runs again), snoozed, handed_back (its worker shut down), lost (its worker
+    went silent; the sweep ended it). ``worker`` is ``host:pid``, null when unknown.
+    ``traceback``: the handler's frames, when the run raised."""
+
+    attempt: int
+    started_at: datetime
+    ended_at: datetime
+    duration_s: float
+    worker: str | None
+    outcome: AttemptOutcome
+    error: str | None
+    traceback: str | None
+
+    @classmethod
+    def of(cls, record: AttemptRecord) -> AttemptOut:
+        """The representation of a domain record."""
+        return cls(
+            attempt=record.attempt,
+            started_at=record.started_at,
+            ended_at=record.ended_at,
+            duration_s=record.duration_s,
+            worker=record.worker,
+            outcome=record.outcome,
+            error=record.error,
+            traceback=record.traceback,
+        )
 
 
 class JobOut(BaseModel):
@@ -60,6 +92,13 @@ class JobOut(BaseModel):
         default=None,
         description="For a queued job read alone (GET /jobs/{id}): why it has not started yet.",
     )
+    attempt_history: list[AttemptOut] | None = Field(
+        default=None,
+        description=(
+            "For a job read alone (GET /jobs/{id}): every ended attempt, oldest first (null in "
+            "a list). `attempts` stays the count the retry budget spends."
+        ),
+    )
     truncated: list[str] = Field(
         default_factory=list,
         description=(
@@ -69,8 +108,14 @@ class JobOut(BaseModel):
     )
 
     @classmethod
-    def of(cls, job: Job, waiting: list[WaitReason] | None = None) -> JobOut:
-        """The representation of a domain job (with why it waits, when given)."""
+    def of(
+        cls,
+        job: Job,
+        waiting: list[WaitReason] | None = None,
+        history: list[AttemptRecord] | None = None,
+    ) -> JobOut:
+        """The representation of a domain job (with why it waits and its attempts, when
+        given)."""
         left_out = elided_fields(job)
         return cls(
             id=job.id,
@@ -93,6 +138,7 @@ class JobOut(BaseModel):
             waiting=None
             if waiting is None
             else [WaitingOut(code=r.code, message=r.message) for r in waiting],
+            attempt_history=None if history is None else [AttemptOut.of(r) for r in history],
             truncated=left_out,
         )
 

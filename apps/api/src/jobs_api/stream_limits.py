@@ -36,6 +36,8 @@ class StreamLimits:
         self.per_org = per_org
         self._credentials: collections.Counter[str] = collections.Counter()
         self._orgs: collections.Counter[str] = collections.Counter()
+        self.total = 0
+        """The open streams of this process (read by the metrics' scrape, from any thread)."""
 
     def open_streams(self, org_id: str) -> int:
         """The org's open streams in this process."""
@@ -57,6 +59,7 @@ class StreamLimits:
             )
         self._credentials[credential] += 1
         self._orgs[org_id] += 1
+        self.total += 1
         released = False
 
         def release() -> None:
@@ -64,6 +67,7 @@ class StreamLimits:
             if released:
                 return
             released = True
+            self.total -= 1
             for counter, key in ((self._credentials, credential), (self._orgs, org_id)):
                 counter[key] -= 1
                 if counter[key] <= 0:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import Job, Status
+from jobs_core.history import AttemptRecord
 from jobs_core.waiting import WaitReason
 
 BAR_WIDTH = 10
@@ -151,9 +152,15 @@ def _document(value: Mapping[str, Any] | None) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def job_details(job: Job, now: datetime, waiting: Sequence[WaitReason] = ()) -> str:
-    """The ``jobs show`` view: one field per line (why a queued job waits among them), then
-    the JSON documents."""
+def job_details(
+    job: Job,
+    now: datetime,
+    waiting: Sequence[WaitReason] = (),
+    attempts: Sequence[AttemptRecord] = (),
+) -> str:
+    """The ``jobs show`` view: one field per line (why a queued job waits among them), the JSON
+    documents, then each attempt; a traceback is printed as the text it is, never as a JSON
+    string."""
     progress = progress_cell(job)
     fields = [
         ("id", str(job.id)),
@@ -177,14 +184,66 @@ def job_details(job: Job, now: datetime, waiting: Sequence[WaitReason] = ()) -> 
     fields.extend(("waiting" if i == 0 else "", r.message) for i, r in enumerate(waiting))
     width = max(len(name) for name, _ in fields)
     lines = [f"{name.ljust(width)}  {value}" for name, value in fields]
+    report, traceback = _split_traceback(job.report)
     for name, document in (
         ("payload", job.payload),
         ("progress data", job.progress),
-        ("report", job.report),
+        ("report", report),
     ):
         lines.append(f"{name}:")
         lines.extend("  " + line for line in _document(document).splitlines())
+    shown = {record.traceback for record in attempts}
+    if traceback is not None and traceback not in shown:
+        lines.append("traceback:")
+        lines.extend("  " + line for line in traceback.splitlines())
+    if attempts:
+        lines.append("attempts:")
+        lines.extend(attempt_lines(attempts, now))
     return "\n".join(lines)
+
+
+def _split_traceback(
+    report: Mapping[str, Any] | None,
+) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The report without its ``traceback`` text, and that text (None when it has none)."""
+    if report is None or not isinstance(report.get("traceback"), str):
+        return report, None
+    rest = {key: value for key, value in report.items() if key != "traceback"}
+    return rest, str(report["traceback"])
+
+
+def attempt_lines(attempts: Sequence[AttemptRecord], now: datetime) -> list[str]:
+    """One line per attempt (number, outcome, start, duration, worker, error), its traceback
+    under it as text."""
+    lines = []
+    for record in attempts:
+        worker = record.worker or "worker unknown"
+        line = (
+            f"  #{record.attempt} {record.outcome.value:<11} "
+            f"{_instant(record.started_at, now)}  ran {human_duration(record.duration_s)}  "
+            f"{worker}"
+        )
+        lines.append(line + (f"  {record.error}" if record.error else ""))
+        if record.traceback:
+            lines.extend("      " + text for text in record.traceback.splitlines())
+    return lines
+
+
+def attempts_json(attempts: Sequence[AttemptRecord]) -> list[dict[str, Any]]:
+    """The attempts as ``GET /jobs/{id}`` shows them (``attempt_history``)."""
+    return [
+        {
+            "attempt": r.attempt,
+            "started_at": r.started_at.isoformat(),
+            "ended_at": r.ended_at.isoformat(),
+            "duration_s": r.duration_s,
+            "worker": r.worker,
+            "outcome": r.outcome.value,
+            "error": r.error,
+            "traceback": r.traceback,
+        }
+        for r in attempts
+    ]
 
 
 def job_json(job: Job) -> dict[str, Any]:

@@ -12,11 +12,14 @@ dependency-injector's containers cost the worker half of its start-up).
 from __future__ import annotations
 
 import math
+import os
+import socket
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobs_core import Clock, JobService, JobStore, Registry, SystemClock, Wakeup
+from jobs_core.observe import Observer
 
 from jobs_worker.worker import Worker, WorkerConfig
 
@@ -184,8 +187,19 @@ class Composition:
                     registry=self.registry,
                     clock=self.clock(),
                     fair_claim=self.settings.fair_claim,
+                    worker=f"{socket.gethostname()}:{os.getpid()}",
+                    observer=self._observer(),
                 )
             return self._service
+
+    def _observer(self) -> Observer | None:
+        """The metrics' observer when they are served (``--metrics-port``); otherwise none, and
+        the metrics library is not even imported."""
+        if self.settings.metrics_port is None:
+            return None
+        from jobs_metrics import PrometheusObserver
+
+        return PrometheusObserver()
 
     def worker(self) -> Worker:
         """A new worker over the service."""

@@ -19,10 +19,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from types import FrameType
-from typing import Any
 
 from jobs_core import DuplicateJobType, Registry
 from jobs_core.modules import selection_from
@@ -31,6 +30,14 @@ from pydantic import ValidationError
 from jobs_worker import worker as worker_module
 from jobs_worker.composition import Composition
 from jobs_worker.logs import configure_logging, log_event
+from jobs_worker.options import (
+    ENVIRONMENT_HELP,
+    default,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from jobs_worker.registries import (
     ModuleError,
     RegistryLoadError,
@@ -54,81 +61,9 @@ EXIT_WEDGED = worker_module.EXIT_WEDGED
 EXIT_FENCED = worker_module.EXIT_FENCED
 """The worker could not prove its leases and a fenced handler did not stop in time."""
 
-ENVIRONMENT_HELP = """\
-environment (prefix JOBS_; an option given on the command line wins):
-  JOBS_DATABASE_URL       PostgreSQL URL; unset: the embedded server whose data is in JOBS_DATA_DIR
-  JOBS_DATA_DIR           the embedded server's data directory (default: .data)
-  JOBS_CONCURRENCY        --concurrency        JOBS_HEARTBEAT_S       --heartbeat
-  JOBS_SWEEP_INTERVAL_S   --sweep-interval     JOBS_SWEEP_THRESHOLD_S --sweep-threshold
-  JOBS_POLL_INTERVAL_S    --poll-interval      JOBS_CANCEL_CHECK_S    --cancel-check
-  JOBS_SHUTDOWN_GRACE_S   --shutdown-grace     JOBS_DEMO_TYPES        --demo-types
-  JOBS_MODULES            the modules to load (entry points of group jobs.modules; default all)
-  JOBS_EXTRA_REGISTRIES   --extra-registry (comma-separated module:attribute paths)
-  JOBS_LOG_LEVEL          --log-level          JOBS_LOG_FORMAT        --log-format
-  JOBS_SYNCHRONOUS_COMMIT --synchronous-commit
-  JOBS_HANDLERS_DIR       --handlers-dir (a directory of <id>/manifest.yaml subprocess handlers)
-  JOBS_ISOLATED_TYPES     types run in a child process (comma-separated; default import_csv; - none)
-  JOBS_CHILD_KILL_GRACE_S seconds between SIGTERM and SIGKILL of an isolated child (default 5)
-  JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
-  JOBS_FAIR_CLAIM         claim in fair order between orgs (default 1; docs/flow-control.md)
-  JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
-  JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout
-  JOBS_TIMEOUT_GRACE_S    --timeout-grace      JOBS_PREFETCH(_WINDOW_S) --prefetch(-window)
-  JOBS_IMPORTS_BATCH_SIZE rows per transaction of import_csv (default 5000)
-
-signals:
-  SIGTERM/SIGINT once: stop claiming, let running jobs finish, exit 0. Twice (or when the grace
-  period ends): cancel what still runs and hand those jobs back to the queue, then exit 0.
-
-exit codes (a supervisor restarts the worker on any but 0 and 2; see docs/worker.md):
-  0 stopped  1 crashed  2 bad settings  4 a handler overran its timeout + JOBS_TIMEOUT_GRACE_S
-  5 fenced: its lease could not be proven and a handler would not stop
-"""
-
 
 class ConfigurationError(ValueError):
     """The worker's settings or options are invalid (exit code 2)."""
-
-
-def _default(field: str) -> Any:
-    return WorkerSettings.model_fields[field].get_default(call_default_factory=True)
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be zero or a positive number of seconds: {text!r}")
-    return value
-
-
-def _int_from(least: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be at least {least}: {text!r}")
-        return value
-
-    return parse
-
-
-_positive_int = _int_from(1)
-_non_negative_int = _int_from(0)
 
 
 def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,64 +72,64 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("worker options")
     group.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="jobs run at once by this process "
-        f"(JOBS_CONCURRENCY, default {_default('concurrency')})",
+        f"(JOBS_CONCURRENCY, default {default('concurrency')})",
     )
     group.add_argument(
         "--heartbeat",
         dest="heartbeat_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="seconds between heartbeats of every running job; at most a third of the sweep "
-        f"threshold is used (JOBS_HEARTBEAT_S, default {_default('heartbeat_s'):g})",
+        f"threshold is used (JOBS_HEARTBEAT_S, default {default('heartbeat_s'):g})",
     )
     group.add_argument(
         "--sweep-interval",
         dest="sweep_interval_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="seconds between two looks for zombie jobs; one at start too "
-        f"(JOBS_SWEEP_INTERVAL_S, default {_default('sweep_interval_s'):g})",
+        f"(JOBS_SWEEP_INTERVAL_S, default {default('sweep_interval_s'):g})",
     )
     group.add_argument(
         "--sweep-threshold",
         dest="sweep_threshold_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="seconds of silence after which a running job is a zombie: re-queued, or failed "
         "after max_attempts "
-        f"(JOBS_SWEEP_THRESHOLD_S, default {_default('sweep_threshold_s'):g})",
+        f"(JOBS_SWEEP_THRESHOLD_S, default {default('sweep_threshold_s'):g})",
     )
     group.add_argument(
         "--poll-interval",
         dest="poll_interval_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="fallback poll when no notification arrives, and the pace of the end hooks' pass "
-        f"(JOBS_POLL_INTERVAL_S, default {_default('poll_interval_s'):g})",
+        f"(JOBS_POLL_INTERVAL_S, default {default('poll_interval_s'):g})",
     )
     group.add_argument(
         "--cancel-check",
         dest="cancel_check_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="seconds between checks of running jobs for a cancellation request "
-        f"(JOBS_CANCEL_CHECK_S, default {_default('cancel_check_s'):g})",
+        f"(JOBS_CANCEL_CHECK_S, default {default('cancel_check_s'):g})",
     )
     group.add_argument(
         "--shutdown-grace",
         dest="shutdown_grace_s",
-        type=_non_negative_float,
+        type=non_negative_float,
         metavar="S",
         help="after SIGTERM/SIGINT, seconds running jobs get to finish before they are cancelled "
-        f"and handed back (JOBS_SHUTDOWN_GRACE_S, default {_default('shutdown_grace_s'):g})",
+        f"and handed back (JOBS_SHUTDOWN_GRACE_S, default {default('shutdown_grace_s'):g})",
     )
     group.add_argument(
         "--lease-margin",
         dest="lease_margin_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="a handler whose lease could not be proven for (sweep threshold - S) seconds is "
         "cancelled and claiming stops; the process exits (code 5) if it has not stopped S/2 "
@@ -203,35 +138,35 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--store-timeout",
         dest="store_timeout_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="the longest any database call of the worker may wait: statement/lock timeouts, "
         "TCP keepalives, a watchdog for a silent link "
-        f"(JOBS_STORE_TIMEOUT_S, default {_default('store_timeout_s'):g})",
+        f"(JOBS_STORE_TIMEOUT_S, default {default('store_timeout_s'):g})",
     )
     group.add_argument(
         "--timeout-grace",
         dest="timeout_grace_s",
-        type=_positive_float,
+        type=positive_float,
         metavar="S",
         help="how long a handler past its type's timeout may keep its slot before the worker "
         "hands its other jobs back and exits with code 4 "
-        f"(JOBS_TIMEOUT_GRACE_S, default {_default('timeout_grace_s'):g})",
+        f"(JOBS_TIMEOUT_GRACE_S, default {default('timeout_grace_s'):g})",
     )
     group.add_argument(
         "--prefetch",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="jobs claimed beyond the free slots while handlers are short, at most (0: off) "
-        f"(JOBS_PREFETCH, default {_default('prefetch')})",
+        f"(JOBS_PREFETCH, default {default('prefetch')})",
     )
     group.add_argument(
         "--prefetch-window",
         dest="prefetch_window_s",
-        type=_non_negative_float,
+        type=non_negative_float,
         metavar="S",
         help="how long a prefetched job may expect to wait for a slot "
-        f"(JOBS_PREFETCH_WINDOW_S, default {_default('prefetch_window_s'):g})",
+        f"(JOBS_PREFETCH_WINDOW_S, default {default('prefetch_window_s'):g})",
     )
     group.add_argument(
         "--demo-types",
@@ -253,7 +188,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         type=str.upper,
         help="DEBUG (a job's start too), INFO (one line per job, when it ends), WARNING or ERROR "
-        f"(JOBS_LOG_LEVEL, default {_default('log_level')})",
+        f"(JOBS_LOG_LEVEL, default {default('log_level')})",
     )
     group.add_argument(
         "--synchronous-commit",
@@ -270,6 +205,15 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also run the subprocess handlers declared by DIR/<id>/manifest.yaml "
         "(JOBS_HANDLERS_DIR, default none)",
+    )
+    group.add_argument(
+        "--metrics-port",
+        dest="metrics_port",
+        type=non_negative_int,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (0: any free port, logged); "
+        "HOST is JOBS_METRICS_HOST, default 127.0.0.1 (JOBS_METRICS_PORT, default off; "
+        "docs/operations.md)",
     )
     group.add_argument(
         "--log-format",
@@ -297,6 +241,7 @@ _OPTION_FIELDS = (
     "log_format",
     "synchronous_commit",
     "handlers_dir",
+    "metrics_port",
 )
 
 
@@ -407,12 +352,24 @@ def run_worker(
         parts = Composition(settings, registry)
         try:
             worker = parts.worker()
+            if settings.metrics_port is not None:
+                serve_metrics(worker, settings.metrics_host, settings.metrics_port)
             with running_scheduler(parts.engine, registry, maintenance, parts.clock()):
                 if handle_signals and threading.current_thread() is threading.main_thread():
                     return _run_with_signals(worker)
                 return worker.run()
         finally:
             parts.close()
+
+
+def serve_metrics(worker: Worker, host: str, port: int) -> None:
+    """Serve the worker's metrics on ``host:port`` (a daemon thread of ``prometheus_client``)."""
+    import jobs_metrics
+
+    shared = worker.shared
+    jobs_metrics.watch_slots(lambda: shared.executing, shared.config.concurrency)
+    bound = jobs_metrics.serve(port, host)
+    log_event(log, logging.INFO, "worker.metrics", url=f"http://{host}:{bound}/metrics")
 
 
 def isolate_types(

@@ -57,6 +57,9 @@ class WorkerSettings(BaseSettings):
       and a server crash may forget the last fraction of a second of those writes: a job may
       then run twice, even at the same time on two workers until the first one's heartbeat
       finds its lease gone. A worker crash loses nothing either way.
+    - ``JOBS_METRICS_PORT`` / ``JOBS_METRICS_HOST``: serve the worker's Prometheus metrics at
+      ``http://HOST:PORT/metrics`` (default off; host 127.0.0.1; port 0: any free port, logged
+      in ``worker.metrics``). docs/operations.md.
     - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
       rest of its priority, orgs in turn; docs/flow-control.md). On by default
       (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0027, 0034); ``0``: first in, first out.
@@ -87,6 +90,8 @@ class WorkerSettings(BaseSettings):
     isolated_types: Annotated[list[str], NoDecode] = Field(default_factory=lambda: ["import_csv"])
     child_kill_grace_s: float = Field(default=5.0, ge=0)
     fair_claim: bool = FAIR_CLAIM_DEFAULT
+    metrics_port: int | None = Field(default=None, ge=0, le=65535)
+    metrics_host: str = "127.0.0.1"
 
     @field_validator("isolated_types", mode="before")
     @classmethod

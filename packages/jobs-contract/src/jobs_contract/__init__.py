@@ -51,6 +51,7 @@ PARTS = (
     "jobs_contract.checkpoint",
     "jobs_contract.listing",
     "jobs_contract.quotas",
+    "jobs_contract.history",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
@@ -69,6 +70,7 @@ ROLES = {
         "jobs_contract.flow_control",
         "jobs_contract.listing",
     ),
+    "jobs_core.ports.History": ("jobs_contract.history",),
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
     "jobs_core.events.EventFeed": ("jobs_contract.events",),

@@ -5,9 +5,12 @@ are the only reads that cross orgs; every org-scoped read keeps its org (the sto
 from __future__ import annotations
 
 import uuid
+from collections import Counter
+from datetime import timedelta
 
 import pytest
-from jobs_core import FakeClock, JobFilter, JobNotFound, JobService, JobStore, Status
+from jobs_core import Done, FakeClock, JobFilter, JobNotFound, JobService, JobStore, Status
+from jobs_core.observe import active_state
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
 from jobs_contract.helpers import claim_one, service_for
@@ -72,3 +75,32 @@ def test_list_all_orgs_is_every_org_newest_first_filtered_and_paged(
     assert len(reconciles) == 4
     assert service.list_all_orgs(JobFilter(limit=0)) == []
     assert service.list_all_orgs(JobFilter(type="no-such-type")) == []
+
+
+def test_active_counts_count_live_jobs_by_type_and_state(
+    service: JobService, clock: FakeClock
+) -> None:
+    """The gauges' read: queued (due), scheduled (due later), running; never a finished job."""
+    for org in ORGS:
+        service.enqueue(org, "crawl", {"org": org})
+    service.enqueue("org-a", "reconcile", run_at=clock.now() + timedelta(hours=1))
+    service.enqueue("org-b", "reconcile")
+    done = service.enqueue("org-c", "boom").job
+    claimed = {job.id: job for job in service.claim(10, ["boom"])}
+    service.complete(claimed[done.id].ref, Done())
+    service.claim(1, ["crawl"])
+    now = clock.now()
+    expected = Counter(
+        (job.type, state)
+        for job in service.list_all_orgs(JobFilter(limit=100))
+        if (state := active_state(job, now)) is not None
+    )
+    assert service.store.active_counts(now) == dict(expected)
+    assert service.store.active_counts(now) == {
+        ("crawl", "queued"): 2,
+        ("crawl", "running"): 1,
+        ("reconcile", "queued"): 1,
+        ("reconcile", "scheduled"): 1,
+    }
+    later = now + timedelta(hours=2)
+    assert service.store.active_counts(later)[("reconcile", "queued")] == 2

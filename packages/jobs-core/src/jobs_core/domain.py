@@ -238,6 +238,9 @@ class Patch:
     ``hook_due_at``: the durable marker of the end hook (:func:`end_hook_due`), a private column
     of the row (not a field of :class:`Job`) that the store assigns with the others, in the same
     write: set for an end ``failed`` or ``cancelled``, None otherwise (decision 0025).
+
+    ``ended_at`` and ``worker``: when the attempt ended and which worker ran it, for the
+    attempt's record (:func:`jobs_core.history.record_of`) a store writes with the patch.
     """
 
     ref: AttemptRef
@@ -251,10 +254,17 @@ class Patch:
     dedup_key: str | None
     seen_at: datetime | None = None
     hook_due_at: datetime | None = None
+    ended_at: datetime | None = None
+    worker: str | None = None
 
 
 def patch(
-    ref: AttemptRef, outcome: Outcome, now: datetime, *, seen_at: datetime | None = None
+    ref: AttemptRef,
+    outcome: Outcome,
+    now: datetime,
+    *,
+    seen_at: datetime | None = None,
+    worker: str | None = None,
 ) -> Patch:
     """The columns ``outcome`` writes to the attempt ``ref`` holds.
 
@@ -277,6 +287,8 @@ def patch(
             finished_at=job.finished_at,
             dedup_key=job.dedup_key,
             seen_at=seen_at,
+            ended_at=now,
+            worker=worker,
         )
     if isinstance(outcome, Done):
         status, error = Status.DONE, None
@@ -296,6 +308,8 @@ def patch(
         dedup_key=None,
         seen_at=seen_at,
         hook_due_at=end_hook_due(status, now, by_worker=True),
+        ended_at=now,
+        worker=worker,
     )
 
 

@@ -10,17 +10,20 @@ from __future__ import annotations
 import dataclasses
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from jobs_core import codec, domain, flow
+from jobs_core import codec, domain, flow, history
 from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
+from jobs_core.history import AttemptRecord
 from jobs_core.listing import elide
+from jobs_core.observe import active_state
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -42,6 +45,8 @@ class InMemoryJobStore:
         ``hook_due_at`` column, never part of a Job (decision 0025)."""
         self._checkpoints: dict[uuid.UUID, dict[str, Any]] = {}
         """Private checkpoints, never part of a Job (decision 0025)."""
+        self._attempts: dict[uuid.UUID, list[AttemptRecord]] = {}
+        """Each job's attempt records, oldest first (jobs_core.history)."""
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -219,6 +224,10 @@ class InMemoryJobStore:
         written = domain.apply(job, change)
         self._jobs[job.id] = written
         self._mark_hook(job.id, change.hook_due_at)
+        records = self._attempts.setdefault(job.id, [])
+        record = history.record_of(change, len(records) + 1)
+        if record is not None:
+            records.append(record)
         if written.status is Status.QUEUED:
             self._work_available()
         return written
@@ -391,13 +400,27 @@ class InMemoryJobStore:
             del self._jobs[job.id]
             self._hook_due.pop(job.id, None)
             self._checkpoints.pop(job.id, None)
+            self._attempts.pop(job.id, None)
             return True
+
+    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
+        """The records of the org's job's attempts, oldest first."""
+        with self._lock:
+            if self._own(org_id, job_id) is None:
+                return []
+            return list(self._attempts.get(job_id, ()))
 
     # -- operator reads across orgs -----------------------------------------------------------
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
         """The job with this id, whichever org owns it."""
         with self._lock:
             return self._jobs.get(job_id)
+
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs counted by type and :func:`jobs_core.observe.active_state`."""
+        with self._lock:
+            states = [(job.type, active_state(job, now)) for job in self._jobs.values()]
+        return dict(Counter((t, s) for t, s in states if s is not None))
 
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org matching ``query``, newest first."""

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
+from jobs_core.history import AttemptRecord
 from jobs_core.workers import WorkerRegistry
 
 
@@ -260,14 +261,26 @@ class OrgJobs(Protocol):
         ...
 
     def delete(self, org_id: str, job_id: uuid.UUID) -> bool:
-        """Delete a finished job (its private checkpoint and pending end hook with it); False if
-        absent. ``InvalidTransition`` if not finished."""
+        """Delete a finished job (its private checkpoint, pending end hook and attempt records
+        with it); False if absent. ``InvalidTransition`` if not finished."""
+        ...
+
+
+class History(Protocol):
+    """Every attempt of a job, kept (:mod:`jobs_core.history`, issue 24). Contract:
+    ``jobs_contract.history``."""
+
+    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
+        """The records of the org's job's attempts (:mod:`jobs_core.history`), oldest first;
+        empty for a job that is absent or foreign. Written by :meth:`Attempts.complete` with
+        each patch that applies, gone with the job (a delete, retention)."""
         ...
 
 
 class OperatorReads(Protocol):
     """The only reads across orgs: an operator at a terminal on the database (the CLI: ``jobs
-    ls`` without ``--org``, ``jobs show ID``), never a caller of the HTTP API. Contract:
+    ls`` without ``--org``, ``jobs show ID``), never a tenant over HTTP; over HTTP only the
+    counts of :meth:`active_counts`, to an operator's token (``GET /metrics``). Contract:
     ``jobs_contract.operator_reads``."""
 
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
@@ -279,8 +292,16 @@ class OperatorReads(Protocol):
         the same keyset cursor as in :meth:`list_jobs`)."""
         ...
 
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs of every org counted by type and state
+        (:func:`jobs_core.observe.active_state` at ``now``), in one read that walks the live
+        jobs only, never the history; a pair with no job is absent."""
+        ...
 
-class JobStore(Enqueueing, Attempts, Recovery, OrgJobs, OperatorReads, WorkerRegistry, Protocol):
+
+class JobStore(
+    Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry, Protocol
+):
     """Where jobs live: one adapter plays every role, each a port of its own (decision 0031).
     Every method is atomic on its own.
 

@@ -7,18 +7,21 @@ pure transition of :mod:`jobs_core.domain` lives here.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from jobs_core import domain, flow
+from jobs_core import domain, flow, history
 from jobs_core.claims import FAIR_CLAIM_DEFAULT
 from jobs_core.clock import SystemClock
 from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
+from jobs_core.history import AttemptRecord
 from jobs_core.hooks import call_end_hook
+from jobs_core.observe import NoObserver, Observer
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
 from jobs_core.waiting import WaitReason, why_waiting
@@ -57,8 +60,14 @@ class JobService:
         clock: Clock | None = None,
         *,
         fair_claim: bool = FAIR_CLAIM_DEFAULT,
+        worker: str | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.store = store
+        # Told of enqueues, claims and ends of attempts, after each store call (the metrics).
+        self.observer: Observer = observer or NoObserver()
+        # Who runs the attempts this service ends (``host:pid``), for their records.
+        self.worker = worker
         self.registry = registry
         self.clock: Clock = clock or SystemClock()
         # Fairness between orgs (on by default, docs/flow-control.md): this claimer's turn.
@@ -67,7 +76,14 @@ class JobService:
 
     def using(self, store: JobStore) -> JobService:
         """The same use cases over another store (e.g. one bound to a caller's transaction)."""
-        return JobService(store, self.registry, self.clock, fair_claim=self.fair_claim)
+        return JobService(
+            store,
+            self.registry,
+            self.clock,
+            fair_claim=self.fair_claim,
+            worker=self.worker,
+            observer=self.observer,
+        )
 
     # -- enqueue ------------------------------------------------------------------------------
     def enqueue(
@@ -96,6 +112,7 @@ class JobService:
         for _ in range(ENQUEUE_TRIES):
             job = self.store.insert(new, self.clock.now())
             if job is not None:
+                self.observer.enqueued([job])
                 return Enqueued(job, created=True)
             if new.dedup_key is None:  # pragma: no cover - a store that conflicts without a key
                 raise DedupConflict("the store refused a job that has no dedup key")
@@ -121,7 +138,9 @@ class JobService:
         )
         if dedup_keys is not None and len(dedup_keys) != len(specs):
             raise ValueError("dedup_keys must have one entry per payload")
-        return self.store.insert_many(specs, self.clock.now())
+        jobs = self.store.insert_many(specs, self.clock.now())
+        self.observer.enqueued(jobs)
+        return jobs
 
     # -- org-scoped reads and actions ---------------------------------------------------------
     def get(self, org_id: str, job_id: uuid.UUID) -> Job:
@@ -146,6 +165,10 @@ class JobService:
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org, newest first (an operator's read: the CLI)."""
         return self.store.list_all_orgs(query)
+
+    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
+        """The records of the org's job's attempts, oldest first (:mod:`jobs_core.history`)."""
+        return self.store.attempts(org_id, job_id)
 
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status for the org."""
@@ -182,6 +205,12 @@ class JobService:
         """Claim up to ``limit`` jobs of the registered types, or of those of ``types`` (under
         their limits; in fair order between orgs with ``fair_claim``: every selection composes,
         decision 0027)."""
+        started = time.perf_counter()
+        claimed = self._claim(limit, types)
+        self.observer.claimed(claimed, time.perf_counter() - started)
+        return claimed
+
+    def _claim(self, limit: int, types: Sequence[str] | None) -> list[Job]:
         turn = self._turn if self.fair_claim else None
         limits = self._limits()
         now = self.clock.now()
@@ -297,18 +326,36 @@ class JobService:
         if not outcomes:
             return [], self.claim(limit) if limit > 0 else []
         now = self.clock.now()
-        patches = [domain.patch(ref, outcome, now) for ref, outcome in outcomes]
+        patches = [domain.patch(ref, outcome, now, worker=self.worker) for ref, outcome in outcomes]
         claim_next = None
         if limit > 0:
             limits = self._limits()
             turn = self._turn if self.fair_claim else None
             claim_next = ClaimNext(limit, now, self.registry.names(), limits, turn)
+        started = time.perf_counter()
         finished, claimed = self.store.complete(patches, claim_next=claim_next)
+        self._observe_finished(patches, finished, time.perf_counter() - started)
+        if claim_next is not None:
+            self.observer.claimed(claimed, None)
         if claim_next is not None and claim_next.turn is not None:
             self._turn = flow.next_turn(claim_next.turn, claimed)
         finished = [self._cancel_requeued(job) for job in finished]
         self._ended(finished)
         return finished, claimed
+
+    def _observe_finished(
+        self, patches: Sequence[domain.Patch], written: Sequence[Job | None], seconds: float | None
+    ) -> None:
+        """Tell the observer of the attempts whose patch applied (each with its record); with
+        no observer, build nothing."""
+        if isinstance(self.observer, NoObserver):
+            return
+        ended = []
+        for change, job in zip(patches, written, strict=True):
+            record = history.record_of(change, 0) if job is not None else None
+            if record is not None and job is not None:
+                ended.append((job.type, record))
+        self.observer.finished(ended, seconds)
 
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:
         """Re-queue or fail the zombies: running jobs silent for more than ``threshold_s``.
@@ -323,9 +370,11 @@ class JobService:
         while True:
             stale = self.store.find_stale(stale_before, batch)
             for job in stale:
-                [updated] = self.store.complete([domain.sweep_patch(job, now)]).finished
+                change = domain.sweep_patch(job, now)
+                [updated] = self.store.complete([change]).finished
                 if updated is None:
                     continue
+                self._observe_finished([change], [updated], None)
                 if updated.status is Status.FAILED:
                     report.failed.append(updated)
                     self._ended([updated])

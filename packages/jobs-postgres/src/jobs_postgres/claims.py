@@ -252,8 +252,26 @@ _OUTCOME = """outcome AS (
     SELECT * FROM jsonb_to_recordset(CAST(:outcomes AS jsonb)) AS o(
         ord int, id uuid, lease uuid, status text, attempts int, snoozes int,
         run_at timestamptz, error text, report jsonb, finished_at timestamptz, dedup_key text,
-        seen_at timestamptz, hook_due_at timestamptz
+        seen_at timestamptz, hook_due_at timestamptz, ended_at timestamptz, worker text,
+        attempt_outcome text, traceback text
     )
+)"""
+
+# The record of each attempt the finish ended (jobs_core.history.record_of, computed by the
+# caller and sent with its patch), in the same statement: one INSERT node per statement, one
+# row per finished attempt. Only the rows the fence let through (``finished``) are recorded.
+# Its number: the job's records so far + 1, read backwards on job_attempts_pkey (one index
+# probe; the job's row is locked by the update, so nobody numbers it concurrently). A data-
+# modifying CTE runs whether or not anything reads it.
+_ATTEMPTED = """attempted AS (
+    INSERT INTO job_attempts (
+        job_id, attempt, started_at, ended_at, worker, outcome, error, traceback
+    )
+    SELECT f.id,
+           coalesce((SELECT max(a.attempt) FROM job_attempts AS a WHERE a.job_id = f.id), 0) + 1,
+           f.started_at, o.ended_at, o.worker, o.attempt_outcome, o.error, o.traceback
+    FROM finished AS f JOIN outcome AS o ON o.ord = f.ord
+    WHERE o.ended_at IS NOT NULL AND f.started_at IS NOT NULL
 )"""
 
 # Row locks of a finish, in one order. ``:outcomes`` comes sorted by id (rows.patches_json),
@@ -300,7 +318,13 @@ def _finish_parts(sweep: bool) -> list[str]:
       AND {sql.RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
     RETURNING o.ord, {sql.columns("j")}
 )"""
-    return [_OUTCOME, *([_SWEEPING] if sweep else []), finished, sql.wake("finished")]
+    return [
+        _OUTCOME,
+        *([_SWEEPING] if sweep else []),
+        finished,
+        _ATTEMPTED,
+        sql.wake("finished"),
+    ]
 
 
 # Statement 1 under limits: the limits, the running set, the full keys and types.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from jobs_core import codec, domain
+from jobs_core import codec, domain, history
 from jobs_core.domain import DedupScope, Job, Patch, Status
 from jobs_core.listing import Elided
 from sqlalchemy import Connection
@@ -100,7 +100,8 @@ def has_sweep_patches(patches: Sequence[Patch]) -> bool:
 
 def patches_json(patches: Sequence[Patch]) -> str:
     """The ``:outcomes`` parameter of the finish: each patch's columns as given, ``ord`` its
-    input index (claims._OUTCOME), sorted by job id: the finish locks its rows in the order it
+    input index (claims._OUTCOME), with the attempt's record (:func:`jobs_core.history.record_of`,
+    numbered in SQL), sorted by job id: the finish locks its rows in the order it
     reads them (decision 0027). Only the report is a handler's document (normalised by the
     codec); the rest is text, numbers and nulls built here, encoded as they are.
 
@@ -113,6 +114,7 @@ def patches_json(patches: Sequence[Patch]) -> str:
     for job_id in sorted(first):
         ord_, change = first[job_id]
         ref = change.ref
+        record = history.record_of(change, 0)  # numbered by the statement (claims._ATTEMPTED)
         batch.append(
             {
                 "ord": ord_,
@@ -128,6 +130,10 @@ def patches_json(patches: Sequence[Patch]) -> str:
                 "dedup_key": change.dedup_key,
                 "seen_at": _instant(change.seen_at),
                 "hook_due_at": _instant(change.hook_due_at),
+                "ended_at": None if record is None else record.ended_at.isoformat(),
+                "worker": None if record is None else record.worker,
+                "attempt_outcome": None if record is None else record.outcome.value,
+                "traceback": None if record is None else record.traceback,
             }
         )
     return codec.encode_plain(batch)

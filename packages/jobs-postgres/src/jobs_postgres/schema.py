@@ -259,5 +259,6 @@ api_sessions = Table(
 Index("api_sessions_token_idx", api_sessions.c.token_id)
 # The schedules and retention tables (and the finished-jobs index), and the quota overrides, are
 # defined beside their store, on this same metadata.
+import jobs_postgres.attempt_tables  # noqa: E402
 import jobs_postgres.quota_tables  # noqa: E402
 import jobs_postgres.schedule_tables  # noqa: E402, F401

@@ -25,11 +25,12 @@ from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
+from jobs_core.history import AttemptRecord
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
-from jobs_postgres import claims, flow, sql
+from jobs_postgres import attempt_tables, claims, flow, sql
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.recovery import RecoveryRows
@@ -465,6 +466,16 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
             return True
 
     # -- operator reads across orgs -----------------------------------------------------------
+    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
+        """The records of the org's job's attempts, oldest first (``job_attempts``)."""
+        rows = self._read(attempt_tables.ATTEMPTS, {"org_id": org_id, "id": job_id})
+        return [attempt_tables.record_from_row(row) for row in rows]
+
+    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
+        """The live jobs counted by type and state (``attempt_tables.ACTIVE_COUNTS``)."""
+        rows = self._read(attempt_tables.ACTIVE_COUNTS, {"now": now})
+        return {(job_type, state): int(count) for job_type, state, count in rows}
+
     def get_any_org(self, job_id: uuid.UUID) -> Job | None:
         """The job with this id, whichever org owns it (index: the primary key)."""
         rows = self._read(sql.GET_ANY_ORG, {"id": job_id})

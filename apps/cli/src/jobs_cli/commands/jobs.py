@@ -154,6 +154,7 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
                 job = svc.get_any_org(job_id)
             except JobNotFound:
                 raise CliError(f"no job with id {job_id}") from None
+        history = svc.attempts(job.org_id, job.id)
         waiting = []
         if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
             waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
@@ -161,9 +162,10 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
         document = render.job_json(job)
         if job.status is Status.QUEUED:
             document["waiting"] = [{"code": r.code, "message": r.message} for r in waiting]
+        document["attempt_history"] = render.attempts_json(history)
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        print(render.job_details(job, SystemClock().now(), waiting))
+        print(render.job_details(job, SystemClock().now(), waiting, history))
     return 0
 
 

@@ -31,6 +31,10 @@ class Retry:
         self.failures += 1
         delay = self._delay(self.failures)
         outage = is_outage(error)
+        if outage and self.failures == 1:
+            import jobs_metrics  # here, not at start-up: imported only when it has to count
+
+            jobs_metrics.outage_began()
         log_event(
             log,
             logging.WARNING if outage else logging.ERROR,

@@ -1,0 +1,89 @@
+"""The table of every attempt of every job (revision ``0012_job_attempts``, issue 24), on the
+same :data:`jobs_postgres.schema.metadata` as ``jobs``.
+
+One row per ended attempt, keyed by ``(job_id, attempt)``: written by the finish in the same
+statement as the outcome (``jobs_postgres.claims``), so no write gets a round trip more; the
+key's index serves both the read of a job's attempts and the next number. Deleted with its job
+(``ON DELETE CASCADE``: a user's delete and retention's batches take them, through that index).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs_core.history import AttemptOutcome, AttemptRecord
+from sqlalchemy import (
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Integer,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import UUID
+
+from jobs_postgres.schema import TIMESTAMPTZ, metadata
+
+ATTEMPT_OUTCOMES = ("done", "failed", "cancelled", "retrying", "snoozed", "handed_back", "lost")
+"""The values of ``outcome`` (``jobs_core.history.AttemptOutcome``, checked by a test)."""
+
+job_attempts = Table(
+    "job_attempts",
+    metadata,
+    Column("job_id", UUID(as_uuid=True), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("started_at", TIMESTAMPTZ, nullable=False),
+    Column("ended_at", TIMESTAMPTZ, nullable=False),
+    Column("worker", Text),
+    Column("outcome", Text, nullable=False),
+    Column("error", Text),
+    Column("traceback", Text),
+    PrimaryKeyConstraint("job_id", "attempt", name="job_attempts_pkey"),
+    CheckConstraint(
+        "outcome IN (" + ", ".join(f"'{o}'" for o in ATTEMPT_OUTCOMES) + ")",
+        name="job_attempts_outcome_check",
+    ),
+)
+
+_COLUMNS = (
+    "a.job_id, a.attempt, a.started_at, a.ended_at, a.worker, a.outcome, a.error, a.traceback"
+)
+
+# The org's job's records, oldest first. Index: the primary key of jobs (the org check), then
+# job_attempts_pkey's range of the job.
+ATTEMPTS = text(
+    f"""SELECT {_COLUMNS} FROM job_attempts AS a
+    WHERE a.job_id = (SELECT j.id FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id)
+    ORDER BY a.attempt"""
+)
+
+
+def record_from_row(row: Any) -> AttemptRecord:
+    """A row of :data:`ATTEMPTS` as the domain's record."""
+    job_id, attempt, started_at, ended_at, worker, outcome, error, traceback = row
+    return AttemptRecord(
+        job_id=job_id,
+        attempt=attempt,
+        started_at=started_at,
+        ended_at=ended_at,
+        worker=worker,
+        outcome=AttemptOutcome(outcome),
+        error=error,
+        traceback=traceback,
+    )
+
+
+# The gauges of the live jobs (jobs_core.observe.active_state; the API's /metrics reads it at
+# scrape time). Index: jobs_queue_idx, whose predicate is this WHERE: only the live rows are
+# read (a bitmap or index scan, then their heap rows for type and run_at), never the history;
+# the cost grows with the queued and running jobs, not with the finished ones.
+ACTIVE_COUNTS = text(
+    """SELECT type,
+           CASE WHEN status = 'running' THEN 'running'
+                WHEN run_at > :now THEN 'scheduled' ELSE 'queued' END AS state,
+           count(*)
+    FROM jobs WHERE status IN ('queued', 'running')
+    GROUP BY 1, 2"""
+)
