@@ -5,6 +5,8 @@ listener whatever the number of clients), encodes each event once, and hands it 
 subscribers of its org on the event loop. A subscriber's buffer is bounded: past it, what was
 buffered is dropped and the client gets a ``resync`` event, never a silent gap. A reconnecting
 client (``Last-Event-ID``) is replayed from the feed itself, so it resumes across API restarts.
+While the feed cannot be read (the database away), every stream is told so with a ``store``
+event, and told again when it can.
 Decision 0013 says why it is built this way.
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import threading
 import time
@@ -32,9 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from jobs_api.auth import CurrentOrgDep, credential_of, resolve_org
+from jobs_api.event_frames import KEEPALIVE, Encoded, control_frame, encode_event, store_frame
 from jobs_api.event_ids import EventIds
 from jobs_api.problems import problem_responses
-from jobs_api.schemas import JobOut, StatusFilter
+from jobs_api.schemas import StatusFilter
 
 if TYPE_CHECKING:
     from jobs_api.containers import Container
@@ -57,38 +59,6 @@ READ_COALESCE_S = 0.05
 # ---- the hub ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Encoded:
-    """An event as every subscriber of its org sends it (encoded once)."""
-
-    position: Position
-    org_id: str
-    job_id: uuid.UUID
-    type: str
-    status: Status
-    frame: bytes
-
-
-def encode_event(event: JobEvent, ids: EventIds) -> Encoded:
-    """The ``job`` frame of an event: ``id:``, ``event: job``, one ``data:`` line of JSON."""
-    job = event.job
-    data = (
-        f'{{"kind":"{event.kind.value}","at":{json.dumps(event.at.isoformat())},'
-        f'"job":{JobOut.of(job).model_dump_json()}}}'
-    )
-    frame = f"id: {ids.encode(event.position)}\nevent: job\ndata: {data}\n\n".encode()
-    return Encoded(event.position, job.org_id, job.id, job.type, job.status, frame)
-
-
-def control_frame(name: str, event_id: str, **data: object) -> bytes:
-    """A ``ready`` or ``resync`` frame."""
-    body = json.dumps({**data, "at": datetime.now(UTC).isoformat()})
-    return f"id: {event_id}\nevent: {name}\ndata: {body}\n\n".encode()
-
-
-KEEPALIVE = b": keep-alive\n\n"
-
-
 @dataclass(eq=False)
 class Subscriber:
     """One open stream: its org and filters, and its bounded buffer of frames."""
@@ -101,6 +71,8 @@ class Subscriber:
     queue: collections.deque[Encoded] = field(default_factory=collections.deque)
     resync_at: Position | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    told_reachable: bool = True
+    """What the stream last told its client of the store (a client assumes it reachable)."""
 
     def wants(self, event: Encoded) -> bool:
         """Whether the filters let ``event`` through (the org is checked by the hub)."""
@@ -144,6 +116,9 @@ class EventHub:
         self.cursor: Position | None = None
         self._ready: asyncio.Event | None = None
         self._ready_set = False
+        self.down_since: datetime | None = None
+        """When the feed's reads began failing, or ``None`` while it is read (on the loop)."""
+        self._thread_down = False  # the reader thread's own view of it
 
     @property
     def ids(self) -> EventIds:
@@ -226,6 +201,7 @@ class EventHub:
                     # first stream to open is not handed a backlog (_dispatch applies the jump
                     # only if still nobody listens).
                     self._publish([], self.feed.head(), jump=True)
+                    self._store_state(reachable=True)
                     mine = None
                     self._stopping.wait(self._poll_s)
                     continue
@@ -243,6 +219,7 @@ class EventHub:
                 ]
                 mine = batch.cursor
                 self._publish(encoded, mine)
+                self._store_state(reachable=True)
                 delay = 0.1
                 if len(batch.events) < READ_BATCH:
                     self.feed.wait(self._poll_s)
@@ -251,8 +228,26 @@ class EventHub:
                     self._stopping.wait(READ_COALESCE_S)
             except Exception as error:  # the database away: keep the cursor, try again
                 log.warning("event feed read failed (%s); retrying in %.1fs", error, delay)
+                self._store_state(reachable=False)
                 self._stopping.wait(delay)
                 delay = min(delay * 2, 5.0)
+
+    def _store_state(self, *, reachable: bool) -> None:
+        """On a change only: hand the store's state to the loop, which tells every stream."""
+        if self._thread_down != reachable:
+            return
+        self._thread_down = not reachable
+        since = None if reachable else datetime.now(UTC)
+        loop = self._loop
+        assert loop is not None
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the app is shutting down
+            loop.call_soon_threadsafe(self._set_store_state, since)
+
+    def _set_store_state(self, since: datetime | None) -> None:
+        self.down_since = since
+        for subscribers in self._subscribers.values():
+            for subscriber in subscribers:
+                subscriber.wake.set()
 
     def _publish(
         self, events: list[Encoded | JobEvent], cursor: Position, *, jump: bool = False
@@ -357,7 +352,8 @@ async def job_events(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=200)] = None,
 ) -> StreamingResponse:
     """One `job` event per committed change of the org's jobs, after a `ready` event;
-    `resync` when the client must re-read; `: keep-alive` comments when quiet."""
+    `resync` when the client must re-read; `store` when the job store becomes unreachable and
+    reachable again; `: keep-alive` comments when quiet."""
     container = _container(request)
     if not container.config.events():
         raise HTTPException(503, "the event stream is turned off on this API (JOBS_EVENTS=0)")
@@ -434,6 +430,11 @@ async def _stream(
                     yield frames
         checked = sent = time.monotonic()
         while True:
+            reachable = hub.down_since is None
+            if subscriber.told_reachable != reachable:
+                subscriber.told_reachable = reachable
+                yield store_frame(reachable, hub.down_since)
+                sent = time.monotonic()
             if subscriber.resync_at is not None:
                 at, subscriber.resync_at = subscriber.resync_at, None
                 skip_upto = max(skip_upto, at)
@@ -458,7 +459,14 @@ async def _stream(
                     sent = time.monotonic()
             if time.monotonic() - checked >= recheck_s:
                 checked = time.monotonic()
-                if not await _still_authorized(request, recheck_s):
+                try:
+                    authorized = await _still_authorized(request, recheck_s)
+                except Exception as error:  # the credential cannot be checked: the store away
+                    log.warning("event stream ends: its credential cannot be checked (%s)", error)
+                    if subscriber.told_reachable:
+                        yield store_frame(False, hub.down_since or datetime.now(UTC))
+                    return  # the client reconnects: a 503 while the store is away
+                if not authorized:
                     return  # signed out, or the token revoked: the stream ends
     finally:
         hub.unsubscribe(subscriber)
