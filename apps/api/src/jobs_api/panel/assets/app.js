@@ -70,7 +70,10 @@ function onStreamEvent(type, data) {
 function onStreamState(stateName) {
   const live = $("#live");
   live.dataset.state = stateName;
-  live.textContent = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…" }[stateName];
+  live.textContent = {
+    connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…",
+    unreachable: "Database unreachable",
+  }[stateName];
 }
 
 // ---- notifications ------------------------------------------------------------------------
