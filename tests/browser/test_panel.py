@@ -306,7 +306,7 @@ def test_the_panel_reconnects_and_resumes_after_the_api_restarts(
     # Changes committed while the API is down: the worker runs a job enqueued by the CLI.
     from tests.cli.helpers import last_line, ok, run_jobs
 
-    missed = last_line(ok(run_jobs(system.env, "enqueue", "noop", "--org", org)))
+    missed = last_line(ok(run_jobs(system.env, "enqueue", "noop", "--org", org, "--new-org")))
     system.start_api()
     system.wait_status(org, missed, "done")
 
