@@ -1,0 +1,126 @@
+"""The panel's layout from a phone to a wide screen (issue 24, item 6): at 390×844, 1280×800 and
+1920×1080, light and dark, every action button lies inside the viewport, the document is never
+wider than the viewport, the dialogs open on-screen, and a 1080 px-high screen shows at least 20
+rows. Each case saves a picture (``layout-<w>x<h>-<scheme>.png`` in ``JOBS_SCREENSHOT_DIR``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Locator, Page, expect
+
+from tests.browser.helpers import System, screenshot_dir, sign_in
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+SIZES = [(390, 844), (1280, 800), (1920, 1080)]
+FINISHED_NOOPS = 22
+
+
+@pytest.fixture(scope="module")
+def layout_org(system: System) -> Iterator[dict[str, Any]]:
+    """One org with jobs of every kind of action: done, failed, cancelled, running, queued."""
+    org = "layout"
+    noops = [
+        system.enqueue(org, "noop", {"file_name": f"/imports/report-{n:02}.csv"})
+        for n in range(FINISHED_NOOPS)
+    ]
+    failed = system.enqueue(org, "fail", {"message": "CSV row 18: 'clicks' is not a number"})
+    for job_id in [*noops, failed]:
+        system.wait_status(org, job_id, "done", "failed")
+    cancelled = system.enqueue(org, "sleep", {"seconds": 60})
+    system.call("POST", f"/jobs/{cancelled}/cancel", org)
+    system.wait_status(org, cancelled, "cancelled")
+    running = [system.enqueue(org, "sleep", {"seconds": 300}) for _ in range(2)]
+    for job_id in running:
+        system.wait_status(org, job_id, "running")
+    queued = system.enqueue(org, "sleep", {"seconds": 30})
+    yield {"org": org, "failed": failed, "total": FINISHED_NOOPS + 5, "queued": queued}
+    system.cancel_active(org)
+
+
+def inside(page: Page, locator: Locator) -> None:
+    """``locator`` scrolled into view lies wholly inside the viewport."""
+    locator.scroll_into_view_if_needed()
+    box = locator.bounding_box()
+    assert box is not None, locator
+    width, height = page.viewport_size["width"], page.viewport_size["height"]  # type: ignore[index]
+    assert box["x"] >= 0 and box["x"] + box["width"] <= width + 0.5, (locator, box, width)
+    assert box["y"] >= 0 and box["y"] + box["height"] <= height + 0.5, (locator, box, height)
+
+
+def no_horizontal_overflow(page: Page) -> None:
+    """The document is no wider than the viewport, and the jobs table no wider than its frame
+    (which would scroll, hiding the actions at its end: clipped)."""
+    widths = page.evaluate(
+        "() => [document.documentElement.scrollWidth, document.body.scrollWidth, innerWidth]"
+    )
+    assert max(widths[:2]) <= widths[2], widths
+    frame = page.evaluate(
+        """() => { const wrap = document.querySelector('#jobs-view .table-wrap');
+                   return [wrap.scrollWidth, wrap.clientWidth]; }"""
+    )
+    assert frame[0] <= frame[1], frame
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_every_action_is_reachable_and_nothing_overflows(
+    browser: Browser,
+    system: System,
+    layout_org: dict[str, Any],
+    width: int,
+    height: int,
+    scheme: str,
+) -> None:
+    context = browser.new_context(
+        viewport={"width": width, "height": height},
+        color_scheme=scheme,  # type: ignore[arg-type]
+        reduced_motion="reduce",
+    )
+    try:
+        page = context.new_page()
+        sign_in(page, system, layout_org["org"])
+        rows = page.locator("#rows tr")
+        expect(rows).to_have_count(layout_org["total"])
+        expect(page.locator("#rows tr[data-status='running']")).to_have_count(2)
+        no_horizontal_overflow(page)
+        shot = screenshot_dir() / f"layout-{width}x{height}-{scheme}.png"
+        page.screenshot(path=str(shot))
+        if height >= 1080:
+            # Compact rows: at least 20 whole rows on the first screen.
+            bottoms = page.evaluate(
+                """() => [...document.querySelectorAll('#rows tr')]
+                     .filter((tr) => tr.getBoundingClientRect().bottom <= innerHeight).length"""
+            )
+            assert bottoms >= 20, bottoms
+        for name in ("New job", "Sign out"):
+            inside(page, page.get_by_role("button", name=name, exact=True))
+        actions = page.locator("#rows button.action")
+        kinds = set(actions.evaluate_all("(all) => all.map((b) => b.dataset.action)"))
+        assert kinds == {"cancel", "retry", "delete", "details"}, kinds
+        for index in range(actions.count()):
+            inside(page, actions.nth(index))
+        no_horizontal_overflow(page)
+
+        # The dialogs open on-screen, their buttons reachable.
+        page.locator(f"tr[data-id='{layout_org['failed']}'] button[data-action='details']").click()
+        detail = page.locator("#detail")
+        expect(detail).to_be_visible()
+        inside(page, detail.locator("#detail-close"))
+        for button in detail.locator("#detail-actions button").all():
+            inside(page, button)
+        no_horizontal_overflow(page)
+        page.screenshot(path=str(shot.with_name(f"{shot.stem}-detail.png")))
+        page.keyboard.press("Escape")
+        expect(detail).to_be_hidden()
+        page.get_by_role("button", name="New job", exact=True).click()
+        form = page.locator("#enqueue")
+        expect(form).to_be_visible()
+        inside(page, form.locator("#enqueue-cancel"))
+        inside(page, form.locator("#enqueue-submit"))
+        no_horizontal_overflow(page)
+    finally:
+        context.close()
