@@ -42,10 +42,18 @@ def layout_org(system: System) -> Iterator[dict[str, Any]]:
 
 
 def inside(page: Page, locator: Locator) -> None:
-    """``locator`` scrolled into view lies wholly inside the viewport."""
-    locator.scroll_into_view_if_needed()
-    box = locator.bounding_box()
-    assert box is not None, locator
+    """``locator`` scrolled into view lies wholly inside the viewport, not covered (its centre
+    hits it), scrolled and measured in one step in the page: a row redrawn meanwhile is measured
+    as it is now."""
+    box = locator.evaluate(
+        """(el) => { el.scrollIntoView({ block: "nearest", inline: "nearest" });
+                     const r = el.getBoundingClientRect();
+                     const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
+                     return { x: r.x, y: r.y, width: r.width, height: r.height,
+                              reachable: hit !== null && el.contains(hit),
+                              hit: hit && hit.outerHTML.slice(0, 120) }; }"""
+    )
+    assert box["reachable"], (locator, "covered by", box["hit"])
     viewport = page.viewport_size
     assert viewport is not None
     assert box["x"] >= 0, (locator, box)
@@ -105,7 +113,10 @@ def test_every_action_is_reachable_and_nothing_overflows(
         no_horizontal_overflow(page)
 
         # The dialogs open on-screen, their buttons reachable.
-        page.locator(f"tr[data-id='{layout_org['failed']}'] button[data-action='details']").click()
+        failed = layout_org["failed"]
+        # The detail is drawn from the row, then again from GET /jobs/{id}: checked after that.
+        with page.expect_response(lambda r: r.url.endswith(f"/jobs/{failed}")):
+            page.locator(f"tr[data-id='{failed}'] button[data-action='details']").click()
         detail = page.locator("#detail")
         expect(detail).to_be_visible()
         inside(page, detail.locator("#detail-close"))

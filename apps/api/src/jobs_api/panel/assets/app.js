@@ -178,7 +178,14 @@ export function renderDetail(job) {
     trace && job.error ? { ...job.report, traceback: "(shown under Error)" } : job.report);
   $("#detail-error").textContent = !job.error ? "—" : trace ? `${fullMessage(job)}\n\n${trace}` : fullMessage(job);
   $("#detail-error").classList.toggle("has-error", Boolean(job.error));
-  $("#detail-actions").replaceChildren(...actionButtons(job, "detail"));
+  // Redrawn only when they change: the second drawing (from GET /jobs/{id}) keeps the buttons,
+  // and the keyboard focus on one.
+  const actions = $("#detail-actions");
+  const signature = `${job.id}|${statusLabel(job)}|${job.cancel_requested_at}`;
+  if (actions.dataset.sig !== signature) {
+    actions.replaceChildren(...actionButtons(job, "detail"));
+    actions.dataset.sig = signature;
+  }
 }
 
 export async function openDetail(id) {

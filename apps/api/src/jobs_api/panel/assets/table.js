@@ -290,6 +290,7 @@ export function remove(id) {
   if (state.detailId === id) {
     $("#detail-status").textContent = "This job was deleted.";
     $("#detail-actions").replaceChildren();
+    delete $("#detail-actions").dataset.sig;
   }
   dropRow(id);
   updateEmpty();
