@@ -8,8 +8,8 @@ import base64
 import uuid
 
 import pytest
+from jobs_api.event_hub import EventHub, Subscriber
 from jobs_api.event_ids import EventIds
-from jobs_api.events import EventHub, Subscriber
 from jobs_core import InMemoryJobStore, NewJob, SystemClock
 from jobs_core.events import Position
 

@@ -182,6 +182,27 @@ def test_the_form_is_built_from_the_schema_and_reads_typed_values(page: Page) ->
     assert answer["hint"] == "≥ 0, ≤ 60"
 
 
+def test_an_empty_required_field_is_refused_before_sending(page: Page) -> None:
+    answer = run(
+        page,
+        "form.js",
+        """
+        const box = document.createElement("div");
+        document.body.append(box);
+        const form = new m.PayloadFields(box, arg);
+        form.fields.get("site_id").input.value = "   ";  // a required text, only blanks
+        form.fields.get("mode").input.value = JSON.stringify("fast");
+        form.fields.get("note").input.value = "";  // optional: left out, not refused
+        const read = form.read();
+        return {local: read.local.map((e) => [e.field.name, e.msg]), payload: read.payload};
+        """,
+        SCHEMA,
+    )
+    assert answer["local"] == [["site_id", "Field required"], ["seconds", "Field required"]]
+    assert "site_id" not in answer["payload"]
+    assert "note" not in answer["payload"]
+
+
 def test_the_api_errors_land_beside_the_fields_they_name(page: Page) -> None:
     answer = run(
         page,

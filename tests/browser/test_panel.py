@@ -105,6 +105,15 @@ def test_enqueue_sleep_from_the_form_and_watch_its_bar_move_without_a_reload(
     expect(seconds).to_have_attribute("aria-invalid", "true")
     expect(seconds).to_be_focused()
 
+    # An empty required field is refused in the browser, with the API's words, unsent.
+    posts: list[str] = []
+    panel.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    seconds.fill("")
+    seconds.press("Enter")
+    expect(error).to_have_text("Field required")
+    expect(seconds).to_have_attribute("aria-invalid", "true")
+    assert posts == []
+
     seconds.fill("5")
     # Record every value the bar shows, as the page draws it.
     panel.evaluate(
@@ -297,7 +306,7 @@ def test_the_panel_reconnects_and_resumes_after_the_api_restarts(
     # Changes committed while the API is down: the worker runs a job enqueued by the CLI.
     from tests.cli.helpers import last_line, ok, run_jobs
 
-    missed = last_line(ok(run_jobs(system.env, "enqueue", "noop", "--org", org)))
+    missed = last_line(ok(run_jobs(system.env, "enqueue", "noop", "--org", org, "--new-org")))
     system.start_api()
     system.wait_status(org, missed, "done")
 

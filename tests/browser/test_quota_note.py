@@ -26,7 +26,11 @@ def test_the_panel_says_when_the_org_is_near_its_quota_of_queued_jobs(
         expect(page.locator("#rows")).to_be_attached()
         expect(note).to_be_hidden()
         for _ in range(4):
-            ok(run_jobs(system.env, "enqueue", "noop", "--org", org, "--run-at", LATER))
+            ok(
+                run_jobs(
+                    system.env, "enqueue", "noop", "--org", org, "--new-org", "--run-at", LATER
+                )
+            )
         # the counts are read again on the jobs' events; the note with them (at most every 5 s)
         expect(note).to_contain_text("4 of 5 queued jobs (80 %)", timeout=30_000)
         expect(note).to_contain_text("refused (429)")

@@ -102,7 +102,11 @@ def test_token_create_authenticates_against_the_api_and_revoke_ends_it(
 def test_enqueue_ls_show_cancel_retry(cli_env: dict[str, str], jobs_here: InProcess) -> None:
     org = new_org()
     # No worker runs here: the job stays where the commands put it.
-    out = ok(run_jobs(cli_env, "enqueue", "sleep", "--org", org, "--payload", '{"seconds": 5}'))
+    out = ok(
+        run_jobs(
+            cli_env, "enqueue", "sleep", "--org", org, "--new-org", "--payload", '{"seconds": 5}'
+        )
+    )
     job_id = last_line(out)
     assert f"enqueued sleep job for org {org}: queued" in out
 
@@ -130,7 +134,7 @@ def test_enqueue_ls_show_cancel_retry(cli_env: dict[str, str], jobs_here: InProc
     assert job_id in jobs_here("ls", "--org", org, "--status", "finished")[1]
     assert jobs_here("ls", "--org", org, "--status", "queued")[1].startswith("no jobs")
 
-    dedup = ["enqueue", "noop", "--org", org, "--dedup-key", "k1", "--json"]
+    dedup = ["enqueue", "noop", "--org", org, "--new-org", "--dedup-key", "k1", "--json"]
     first = json.loads(jobs_here(*dedup)[1])
     second = json.loads(jobs_here(*dedup)[1])
     assert first["created"] is True
@@ -138,17 +142,37 @@ def test_enqueue_ls_show_cancel_retry(cli_env: dict[str, str], jobs_here: InProc
     assert second["id"] == first["id"]
 
 
+def test_the_first_job_of_an_unseen_org_needs_new_org(
+    cli_env: dict[str, str], jobs_here: InProcess
+) -> None:
+    org = new_org()
+    # A typo of an org name is refused, saying why and how to confirm; nothing is created.
+    assert_one_line_error(
+        run_jobs(cli_env, "enqueue", "noop", "--org", org), 1, f"org {org!r} has no job"
+    )
+    assert "--new-org" in run_jobs(cli_env, "enqueue", "noop", "--org", org).stderr
+    assert ok(run_jobs(cli_env, "ls", "--org", org)).count("noop") == 0
+    # Confirmed, the first job is created; then the org is known and needs no confirmation.
+    first = last_line(ok(run_jobs(cli_env, "enqueue", "noop", "--org", org, "--new-org")))
+    second = last_line(ok(run_jobs(cli_env, "enqueue", "noop", "--org", org)))
+    assert first != second
+    # An org with an API token (and no job yet) is known as well.
+    tokened = new_org()
+    ok(run_jobs(cli_env, "token", "create", "--org", tokened))
+    ok(run_jobs(cli_env, "enqueue", "noop", "--org", tokened))
+
+
 def test_errors_are_one_line_with_an_exit_code(
     cli_env: dict[str, str], jobs_here: InProcess
 ) -> None:
     org = new_org()
-    enqueue = ["enqueue", "sleep", "--org", org]
+    enqueue = ["enqueue", "sleep", "--org", org, "--new-org"]
     # The contract's cases through the console script...
     assert_one_line_error(
         run_jobs(cli_env, *enqueue, "--payload", "{seconds: 1}"), 2, "not valid JSON"
     )
     assert_one_line_error(
-        run_jobs(cli_env, "enqueue", "reticulate", "--org", org), 1, "unknown job type"
+        run_jobs(cli_env, "enqueue", "reticulate", "--org", org, "--new-org"), 1, "unknown job type"
     )
     missing = "01900000-0000-7000-8000-000000000000"
     assert_one_line_error(run_jobs(cli_env, "show", missing, "--org", org), 1, "no such job")
@@ -168,12 +192,12 @@ def test_errors_are_one_line_with_an_exit_code(
     assert "ISO 8601" in fails(2, *enqueue, "--run-at", "tomorrow")
     # The Imports module's types are known to the CLI too, with their own schema.
     assert "import_id: import_id must be a UUID" in fails(
-        1, "enqueue", "import_csv", "--org", org, "--payload", "{}"
+        1, "enqueue", "import_csv", "--org", org, "--new-org", "--payload", "{}"
     )
     assert "no such job" in fails(1, "cancel", missing, "--org", org)
     assert "not a job id" in fails(2, "show", "42")
     assert "--org" in fails(2, "retry", missing)
-    job_id = last_line(jobs_here("enqueue", "noop", "--org", org)[1])
+    job_id = last_line(jobs_here("enqueue", "noop", "--org", org, "--new-org")[1])
     assert "cannot retry" in fails(1, "retry", job_id, "--org", org)
     # Another org cannot see it: the same answer as for a job that does not exist.
     assert "no such job" in fails(1, "cancel", job_id, "--org", new_org())
@@ -222,7 +246,7 @@ def test_worker_runs_a_job_and_stops_on_sigterm(
     cli_env: dict[str, str], jobs_here: InProcess
 ) -> None:
     org = new_org()
-    job_id = last_line(jobs_here("enqueue", "noop", "--org", org)[1])
+    job_id = last_line(jobs_here("enqueue", "noop", "--org", org, "--new-org")[1])
     worker, output = start([str(JOBS), "worker", "--concurrency", "2"], cli_env)
     try:
         wait_until(

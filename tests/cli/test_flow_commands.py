@@ -20,26 +20,28 @@ pytestmark = pytest.mark.postgres
 
 def test_priority_and_a_type_owned_key(jobs_here: InProcess) -> None:
     org = new_org()
-    code, out, _ = jobs_here("enqueue", "noop", "--org", org, "--priority", "7")
+    code, out, _ = jobs_here("enqueue", "noop", "--org", org, "--new-org", "--priority", "7")
     assert code == 0
     job_id = last_line(out)
     code, table, _ = jobs_here("ls", "--org", org)
     header, row = table.splitlines()
     assert header.split()[3] == "PRIO"
     assert row.split()[3] == "7"
-    code, out, err = jobs_here("enqueue", "noop", "--org", org, "--priority", "101")
+    code, out, err = jobs_here("enqueue", "noop", "--org", org, "--new-org", "--priority", "101")
     assert code == 2
     assert "-100..100" in err
 
     site = ["--payload", '{"site_id": 5}']
-    code, out, _ = jobs_here("enqueue", "crawl_site", "--org", org, *site)
+    code, out, _ = jobs_here("enqueue", "crawl_site", "--org", org, "--new-org", *site)
     assert code == 0
     crawl = last_line(out)
-    code, out, _ = jobs_here("enqueue", "crawl_site", "--org", org, *site)
+    code, out, _ = jobs_here("enqueue", "crawl_site", "--org", org, "--new-org", *site)
     assert code == 0
     assert last_line(out) == crawl
     assert "'crawl:5' is held by a queued job" in out
-    code, out, err = jobs_here("enqueue", "crawl_site", "--org", org, *site, "--dedup-key", "x")
+    code, out, err = jobs_here(
+        "enqueue", "crawl_site", "--org", org, "--new-org", *site, "--dedup-key", "x"
+    )
     assert code == 1
     assert "dedup_key" in err
     assert "crawl:5" in err

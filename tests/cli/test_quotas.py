@@ -16,7 +16,7 @@ pytestmark = pytest.mark.postgres
 def test_an_operator_sees_changes_and_resets_an_orgs_quotas(jobs_here: InProcess) -> None:
     org = new_org()
     for _ in range(4):
-        assert jobs_here("enqueue", "noop", "--org", org)[0] == 0
+        assert jobs_here("enqueue", "noop", "--org", org, "--new-org")[0] == 0
     code, out, err = jobs_here("quotas", "set", org, "--max-queued", "5", "--enqueue-rate", "2.5")
     assert code == 0, err
     assert "4/5" in out

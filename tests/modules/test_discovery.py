@@ -106,7 +106,7 @@ def _run(env_extra: dict[str, str], *argv: str) -> subprocess.CompletedProcess[s
 
 @pytest.mark.parametrize(
     "command",
-    [("-m", "jobs_worker"), ("-m", "jobs_cli", "enqueue", "noop", "--org", "o")],
+    [("-m", "jobs_worker"), ("-m", "jobs_cli", "enqueue", "noop", "--org", "o", "--new-org")],
     ids=["worker", "cli"],
 )
 def test_the_deployables_refuse_a_broken_module_in_one_line(

@@ -101,6 +101,7 @@ class LinkProxy:
     - :meth:`freeze`: nothing is read any more; the bytes wait in the kernel's buffers and flow
       again on :meth:`restore` (a network that stopped delivering, then recovered, with TCP
       retransmitting what was held);
+    - :meth:`sever`: every connection closed, each new one closed at once (a server down);
     - :meth:`restore`: forward again, existing and new connections alike.
 
     In both silent modes new connections are accepted (the kernel completes the handshake) but
@@ -108,7 +109,7 @@ class LinkProxy:
     kernel sees a healthy peer, so only the client's own deadlines can notice.
     """
 
-    PASS, DROP, HOLD = "pass", "drop", "hold"
+    PASS, DROP, HOLD, SEVER = "pass", "drop", "hold", "sever"
 
     def __init__(self, pg_url: str) -> None:
         target = make_url(pg_url)
@@ -139,6 +140,16 @@ class LinkProxy:
         self._mode = self.HOLD
         self._flowing.clear()
 
+    def sever(self) -> None:
+        """Close every connection and each new one at once (a server down: refused at once)."""
+        self._mode = self.SEVER
+        self._flowing.set()
+        for sock in self._sockets[1:]:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        self._sockets[1:] = []
+
     def restore(self) -> None:
         self._mode = self.PASS
         self._flowing.set()
@@ -154,6 +165,9 @@ class LinkProxy:
         with contextlib.suppress(OSError):
             while not self._closed.is_set():
                 client, _ = self._listener.accept()
+                if self._mode == self.SEVER:
+                    client.close()
+                    continue
                 server = socket.socket(self._target[0], socket.SOCK_STREAM)
                 server.connect(self._target[1])
                 self._sockets += [client, server]

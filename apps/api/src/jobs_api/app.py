@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 import uvicorn
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi_offline import FastAPIOffline
 from jobs_metrics import watch_streams
 
+from jobs_api.api_docs import install_redoc
 from jobs_api.auth import current_org_blocking
 from jobs_api.containers import Container, build_container
 from jobs_api.events import router as events_router
@@ -30,6 +32,8 @@ from jobs_api.sessions import router as sessions_router
 log = logging.getLogger("jobs.api")
 
 API_VERSION = "1.0.0"
+DOCS_ASSETS = "/docs-assets"
+"""Where /docs and /redoc load Swagger UI and ReDoc from (the files of fastapi-offline)."""
 
 SHUTDOWN_GRACE_S = 5
 """At shutdown, how long open responses (event streams) may run before they are cancelled."""
@@ -84,7 +88,11 @@ def create_app(container: Container | None = None) -> FastAPI:
             container.event_hub().stop()
             container.shutdown_resources()
 
-    app = FastAPI(
+    # /docs and /redoc load Swagger UI and ReDoc from the files fastapi-offline installs (served
+    # under DOCS_ASSETS), never from a CDN: they work on a machine without internet.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
+        redoc_url=None,  # jobs_api.api_docs serves it, with a policy that keeps it offline
         title="jobs",
         version=API_VERSION,
         description=(
@@ -94,6 +102,7 @@ def create_app(container: Container | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.container = container
+    install_redoc(app, DOCS_ASSETS)
     install_problem_handlers(app)
     install_session_handlers(app)
     store = container.config.store()

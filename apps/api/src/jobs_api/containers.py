@@ -27,7 +27,7 @@ from jobs_tokens import (
     TokenStore,
 )
 
-from jobs_api.events import EventHub
+from jobs_api.event_hub import EventHub
 from jobs_api.settings import ApiSettings
 from jobs_api.stream_limits import StreamLimits
 

@@ -285,6 +285,12 @@ def _add_job_commands(sub: Any) -> None:
     enqueue.add_argument("type", metavar="TYPE", help="a registered job type (e.g. sleep)")
     _org(enqueue, required=True, what="the org that owns the job")
     enqueue.add_argument(
+        "--new-org",
+        action="store_true",
+        help="confirm that ORG is new: without it, an org with no job and no API token yet is "
+        "refused (exit 1), so a mistyped org name never silently starts a new org",
+    )
+    enqueue.add_argument(
         "--payload", metavar="JSON", default="{}", help="the job's arguments, a JSON object"
     )
     enqueue.add_argument(

@@ -94,6 +94,11 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
         raise UsageError("--dedup-key must not be empty (leave it out for no key)")
 
     with db.service(settings) as svc:
+        if not args.new_org and not _org_is_known(svc, org):
+            raise CliError(
+                f"org {org!r} has no job and no API token yet: is it a typo? "
+                "Pass --new-org to create its first job"
+            )
         try:
             result = svc.enqueue(
                 org,
@@ -120,6 +125,18 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
         print(f"dedup key {key!r} is held by a {job.status} job; returned that one")
     print(job.id)
     return 0
+
+
+def _org_is_known(svc: JobService, org: str) -> bool:
+    """Whether the database has seen ``org``: a job of it (any status) or an API token of it
+    (revoked ones count). ``jobs enqueue`` asks for ``--new-org`` before an org's first job, so
+    that a typo of an org name (``demoo``) is not a new org."""
+    from jobs_postgres.tokens import PostgresTokenStore
+
+    if svc.list_jobs(org, JobFilter(limit=1)):
+        return True
+    engine = getattr(svc.store, "engine", None)
+    return engine is not None and bool(PostgresTokenStore(engine).list(org))
 
 
 def ls(args: argparse.Namespace, settings: CliSettings) -> int:

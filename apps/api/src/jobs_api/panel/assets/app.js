@@ -14,8 +14,8 @@ import { SESSION } from "./session.js";
 import { LiveStream } from "./stream.js";
 import { FINISHED, FILTERS, MINE_KEY, $, state } from "./state.js";
 import {
-  actionButtons, durationMs, fullMessage, h, loadPage, newer, progressCell, refreshStats, remove,
-  statusLabel, traceback, typeName, upsert,
+  actionButtons, durationMs, eta, fullMessage, h, loadPage, newer, progressCell, refreshStats,
+  remove, renderRow, statusLabel, traceback, typeName, upsert,
 } from "./table.js";
 
 let schedulesView = null;
@@ -36,7 +36,8 @@ export function applyEvent(event) {
   }
   const change = event.change;
   if (change.deleted) remove(change.id);
-  else upsert(change.job);
+  // The event log keeps no priority (its job's is always the default): keep what the list said.
+  else upsert({ ...change.job, priority: state.jobs.get(change.job.id)?.priority ?? 0 });
   notifyIfMine(change);
 }
 
@@ -70,7 +71,10 @@ function onStreamEvent(type, data) {
 function onStreamState(stateName) {
   const live = $("#live");
   live.dataset.state = stateName;
-  live.textContent = { connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…" }[stateName];
+  live.textContent = {
+    connecting: "Connecting…", live: "Live", reconnecting: "Reconnecting…",
+    unreachable: "Database unreachable",
+  }[stateName];
 }
 
 // ---- notifications ------------------------------------------------------------------------
@@ -154,7 +158,13 @@ export function renderDetail(job) {
   $("#detail-status").replaceChildren(
     h("span", { className: `badge status-${statusLabel(job)}`, text: statusLabel(job) }),
     ` attempt ${job.attempts} of ${job.max_attempts}`,
+    eta(job) ? ` · runs ${eta(job)} (${stamp(job.run_at)})` : "",
+    job.priority ? ` · priority ${job.priority}` : "",
     job.dedup_key ? ` · dedup key ${job.dedup_key}` : "");
+  // Why a queued job waits: the API says it for a job read alone (GET /jobs/{id}).
+  const waiting = job.status === "queued" && Array.isArray(job.waiting) ? job.waiting : [];
+  $("#detail-waiting").replaceChildren(...waiting.map((reason) =>
+    h("li", { "data-code": reason.code, text: reason.message })));
   $("#detail-progress").replaceChildren(progressCell(job));
   const created = Date.parse(job.created_at);
   const events = [
@@ -175,7 +185,14 @@ export function renderDetail(job) {
     trace && job.error ? { ...job.report, traceback: "(shown under Error)" } : job.report);
   $("#detail-error").textContent = !job.error ? "—" : trace ? `${fullMessage(job)}\n\n${trace}` : fullMessage(job);
   $("#detail-error").classList.toggle("has-error", Boolean(job.error));
-  $("#detail-actions").replaceChildren(...actionButtons(job, "detail"));
+  // Redrawn only when they change: the second drawing (from GET /jobs/{id}) keeps the buttons,
+  // and the keyboard focus on one.
+  const actions = $("#detail-actions");
+  const signature = `${job.id}|${statusLabel(job)}|${job.cancel_requested_at}`;
+  if (actions.dataset.sig !== signature) {
+    actions.replaceChildren(...actionButtons(job, "detail"));
+    actions.dataset.sig = signature;
+  }
 }
 
 export async function openDetail(id) {
@@ -359,6 +376,11 @@ function tick() {
     if (!job) continue;
     tr.querySelector(".age").textContent = age(now - Date.parse(job.created_at));
     if (job.status === "running") tr.querySelector(".duration").textContent = duration(durationMs(job, now));
+    if (job.status === "queued") {
+      renderRow(job, tr); // scheduled or retrying becomes queued when due
+      const when = eta(job, now);
+      if (when !== null) tr.querySelector(".eta").textContent = when;
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // form collects typed values and shows the API's errors beside the fields they name.
 
 let uid = 0;
+const REQUIRED = "Field required"; // the API's (pydantic's) words for a missing field
 
 function resolve(schema, root) {
   let node = schema || {};
@@ -141,8 +142,9 @@ export class PayloadFields {
     return field;
   }
 
-  /** The payload object; values typed by the schema; empty optional fields left out. A value
-   * that cannot be typed (bad JSON) is sent as typed text so the API names the error. */
+  /** The payload object; values typed by the schema; empty optional fields left out, an empty
+   * required one refused (in ``local``). A value that cannot be typed (bad JSON) is sent as
+   * typed text so the API names the error. */
   read() {
     if (this.free) {
       const text = this.free.input.value.trim() || "{}";
@@ -162,7 +164,9 @@ export class PayloadFields {
       }
       const raw = input.value;
       if (raw.trim() === "") {
-        if (field.required) payload[name] = kind === "string" ? "" : undefined;
+        // A required field left empty is refused here, as the API refuses a missing one and
+        // the CLI an empty one: never sent as "" (an empty text is not a value typed in).
+        if (field.required) local.push({ field, msg: REQUIRED });
         continue;
       }
       if (kind === "enum") payload[name] = JSON.parse(raw);

@@ -4,7 +4,8 @@
 
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 10_000;
-const SILENCE_MS = 45_000; // keep-alives come at least every 15 s: this much silence is a dead link
+const SILENCE_MS = 45_000;
+const STORE_UNAVAILABLE = "urn:jobs:problem:store-unavailable"; // keep-alives come at least every 15 s: this much silence is a dead link
 
 /** Parses a text/event-stream body chunk by chunk (the WHATWG rules: fields, blank line ends an
  * event, comments start with ":"). */
@@ -53,7 +54,9 @@ export class EventParser {
 }
 
 /** Follows the stream until stop(): onEvent(type, data, id) for each event, onState(state) with
- * "connecting" | "live" | "reconnecting", onUnauthorized() on a 401. */
+ * "connecting" | "live" | "reconnecting" | "unreachable" (the server says its database is
+ * away: a `store` event, or a 503 `store-unavailable` when reconnecting), onUnauthorized() on
+ * a 401. */
 export class LiveStream {
   constructor({ url, onEvent, onState, onUnauthorized }) {
     this.url = url;
@@ -86,7 +89,7 @@ export class LiveStream {
         return;
       }
       if (this.stopped) return;
-      this.onState("reconnecting");
+      this.onState(outcome === "unreachable" ? "unreachable" : "reconnecting");
       const jitter = Math.random() * this.retryMs * 0.3;
       await new Promise((resolve) => setTimeout(resolve, this.retryMs + jitter));
       this.retryMs = Math.min(RETRY_MAX_MS, this.retryMs * 2);
@@ -111,19 +114,28 @@ export class LiveStream {
         signal: controller.signal,
       });
       if (response.status === 401) return "unauthorized";
+      if (response.status === 503 && (await problemType(response)) === STORE_UNAVAILABLE) {
+        return "unreachable";
+      }
       if (!response.ok || !response.body) return "error";
       this.onState("live");
       this.retryMs = RETRY_MIN_MS;
+      let unreachable = false;
       feed();
       const parser = new EventParser((event) => {
         if (event.id !== null) this.lastEventId = event.id;
         if (event.type === "retry") return;
+        if (event.type === "store") {
+          unreachable = safeJson(event.data)?.reachable === false;
+          this.onState(unreachable ? "unreachable" : "live");
+          return;
+        }
         this.onEvent(event.type, event.data, event.id);
       });
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       for (;;) {
         const { value, done } = await reader.read();
-        if (done) return "closed";
+        if (done) return unreachable ? "unreachable" : "closed";
         feed();
         parser.push(value);
       }
@@ -132,5 +144,21 @@ export class LiveStream {
     } finally {
       clearTimeout(watchdog);
     }
+  }
+}
+
+async function problemType(response) {
+  try {
+    return (await response.json())?.type ?? null;
+  } catch {
+    return null;
+  }
+}
+
+function safeJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
 }

@@ -3,7 +3,7 @@
 import { api, ApiError } from "./api.js";
 // (app.js imports this module too: these are read when a row is drawn, never at load)
 import { act, applyEvent, confirmDelete, openDetail, quotaNote, renderDetail, toast } from "./app.js";
-import { age, count, duration, fraction, shortId, stamp, target } from "./format.js";
+import { age, count, duration, fraction, shortId, stamp, target, until } from "./format.js";
 import { PAGE, LIVE_ROWS, FINISHED, FILTERS, $, state } from "./state.js";
 
 // ---- small DOM helpers -------------------------------------------------------------------
@@ -67,9 +67,20 @@ export function admitNew(job) {
   return false;
 }
 
-export function statusLabel(job) {
+/** The status as shown: a queued job not due yet is "scheduled" (never run) or "retrying"
+ * (waiting for its next attempt). */
+export function statusLabel(job, now = Date.now()) {
   if (job.status === "running" && job.cancel_requested_at) return "cancelling";
+  if (job.status === "queued" && Date.parse(job.run_at) > now) {
+    return job.attempts > 0 ? "retrying" : "scheduled";
+  }
   return job.status;
+}
+
+/** When a scheduled or retrying job runs: "in 3 min" (null for any other). */
+export function eta(job, now = Date.now()) {
+  const label = statusLabel(job, now);
+  return label === "scheduled" || label === "retrying" ? until(Date.parse(job.run_at) - now) : null;
 }
 
 export function durationMs(job, now = Date.now()) {
@@ -172,16 +183,21 @@ export function actionButtons(job, where) {
  * closes an error someone opened. */
 export function cells(job, now) {
   const ms = durationMs(job, now);
-  const label = statusLabel(job);
+  const label = statusLabel(job, now);
+  const when = eta(job, now);
   return [
-    ["type", job.id, () => [
+    ["type", `${job.id}|${job.priority}`, () => [
       h("button", {
         type: "button", className: "link", "aria-haspopup": "dialog",
         "aria-label": `${job.type} ${shortId(job.id)}: open details`, onclick: () => openDetail(job.id),
       }, job.type),
-      h("span", { className: "id mono", text: shortId(job.id), title: job.id })]],
+      h("span", { className: "id mono", text: shortId(job.id), title: job.id }),
+      job.priority ? h("span", {
+        className: "prio", text: `P${job.priority}`, title: `priority ${job.priority} (default 0)`,
+      }) : null]],
     ["target", "", () => [h("span", { text: target(job.payload) })]],
-    ["status", label, () => [h("span", { className: `badge status-${label}`, text: label })]],
+    ["status", label, () => [h("span", { className: `badge status-${label}`, text: label }),
+      when === null ? null : h("span", { className: "eta", text: when, title: stamp(job.run_at) })]],
     ["progress-cell", JSON.stringify([job.status, job.progress]), () => [progressCell(job)]],
     ["attempts num", `${job.attempts}/${job.max_attempts}`, () => [`${job.attempts} / ${job.max_attempts}`]],
     ["age", "", () => [age(now - Date.parse(job.created_at))]],
@@ -204,7 +220,7 @@ export function renderRow(job, tr = h("tr")) {
     const td = tr.children[index];
     if (td.dataset.sig === signature && td.dataset.sig !== undefined) return;
     const hadFocus = td.contains(document.activeElement);
-    td.replaceChildren(...build());
+    td.replaceChildren(...build().filter((node) => node !== null));
     td.dataset.sig = signature;
     if (hadFocus) (td.querySelector("button") || tr.querySelector("td.type button")).focus();
   });
@@ -290,6 +306,7 @@ export function remove(id) {
   if (state.detailId === id) {
     $("#detail-status").textContent = "This job was deleted.";
     $("#detail-actions").replaceChildren();
+    delete $("#detail-actions").dataset.sig;
   }
   dropRow(id);
   updateEmpty();

@@ -1,0 +1,44 @@
+"""What a queued job waits for, in the panel (issue 24, item 4): a job whose ``run_at`` is
+ahead shows "scheduled" and when it runs, a priority other than the default is shown, and the
+detail lists the reasons the API gives (``waiting``, read by GET /jobs/{id}). The priority comes
+from the list and the detail: the event log keeps none (an event's job shows the default)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from playwright.sync_api import BrowserContext, expect
+
+from tests.browser.helpers import System, sign_in
+from tests.cli.helpers import last_line, ok, run_jobs
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def test_a_scheduled_job_says_when_it_runs_and_why_it_waits(
+    context: BrowserContext, system: System, org: str
+) -> None:
+    later = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    enqueue = ["enqueue", "noop", "--org", org, "--new-org"]
+    scheduled = last_line(ok(run_jobs(system.env, *enqueue, "--run-at", later, "--priority", "5")))
+    plain = last_line(ok(run_jobs(system.env, *enqueue)))
+    # Read by the list (GET /jobs): the event log keeps no priority, the list does.
+    panel = context.new_page()
+    sign_in(panel, system, org)
+    row = panel.locator(f"tr[data-id='{scheduled}']")
+    expect(row.locator(".badge")).to_have_text("scheduled")
+    expect(row.locator(".eta")).to_have_text(re.compile(r"^in (1 h 5\d|2 h 0) min$"))
+    expect(row.locator(".prio")).to_have_text("P5")
+    # A job of the default priority shows none; once done, no "when" either.
+    expect(panel.locator(f"tr[data-id='{plain}'] .badge")).to_have_text("done", timeout=30_000)
+    expect(panel.locator(f"tr[data-id='{plain}'] .prio")).to_have_count(0)
+    expect(panel.locator(f"tr[data-id='{plain}'] .eta")).to_have_count(0)
+
+    row.locator("button[data-action='details']").click()
+    detail = panel.locator("#detail")
+    expect(detail.locator("#detail-status")).to_contain_text("priority 5")
+    expect(detail.locator("#detail-status")).to_contain_text("runs in ")
+    reason = detail.locator("#detail-waiting li[data-code='scheduled']")
+    expect(reason).to_contain_text("scheduled for later")
