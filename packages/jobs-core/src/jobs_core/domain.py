@@ -75,6 +75,9 @@ class Job:
     snoozes: int = 0
     # -- the sweep (docs/contract.md §5; decision 0020) --
     heartbeat_at: datetime | None = None
+    # -- jobs that make jobs (docs/handlers.md, "Children"; decision 0038) --
+    parent_id: uuid.UUID | None = None
+    """The job whose handler enqueued this one (``ctx.enqueue``), None for any other enqueue."""
 
     @property
     def ref(self) -> AttemptRef:
@@ -120,6 +123,8 @@ class NewJob:
     run_at: datetime | None = None
     priority: int = 0
     concurrency_key: str | None = None
+    parent_id: uuid.UUID | None = None
+    """Set by ``ctx.enqueue`` only: the running job that enqueues this one (same org)."""
 
 
 PRIORITY_MIN = -100
@@ -151,6 +156,7 @@ def new_job(spec: NewJob, job_id: uuid.UUID, now: datetime) -> Job:
         requested_dedup_key=spec.dedup_key,
         priority=spec.priority,
         concurrency_key=spec.concurrency_key,
+        parent_id=spec.parent_id,
     )
 
 
@@ -183,6 +189,9 @@ def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -
             None,
             spec.priority,
             spec.concurrency_key,
+            0,
+            None,
+            spec.parent_id,
         )
         for spec, job_id in zip(specs, ids, strict=True)
     ]
@@ -251,6 +260,10 @@ class Patch:
     dedup_key: str | None
     seen_at: datetime | None = None
     hook_due_at: datetime | None = None
+    children: tuple[NewJob, ...] = ()
+    """The jobs the handler enqueued with ``ctx.enqueue`` (:attr:`Done.children`): inserted by
+    the store in the same write as the patch, only if the patch applies
+    (:func:`children_due`)."""
 
 
 def patch(
@@ -296,6 +309,21 @@ def patch(
         dedup_key=None,
         seen_at=seen_at,
         hook_due_at=end_hook_due(status, now, by_worker=True),
+        children=outcome.children if isinstance(outcome, Done) else (),
+    )
+
+
+def children_due(change: Patch, written: Job | None) -> tuple[NewJob, ...]:
+    """The children a store inserts with ``change`` (decision 0038): those of a patch that
+    applied (``written``, the job as it wrote it, is not None) and ended the job ``done``. An
+    attempt that failed, was re-queued, or no longer held its job leaves none behind, and a
+    re-run after a lost write enqueues them once (the write and the children commit together).
+    Each child is of the parent's org and names it as its parent."""
+    if not change.children or written is None or written.status is not Status.DONE:
+        return ()
+    return tuple(
+        dataclasses.replace(child, org_id=written.org_id, parent_id=written.id)
+        for child in change.children
     )
 
 

@@ -193,6 +193,12 @@ class InMemoryJobStore:
         :meth:`claim` with ``claim_next`` (of jobs that were queued before the call)."""
         with self._lock:
             finished = [self._apply(change) for change in patches]
+            for change, written in zip(patches, finished, strict=True):
+                # The children of an attempt ended done, in the same write (decision 0038).
+                children = domain.children_due(change, written)
+                if children:
+                    assert written is not None and written.finished_at is not None
+                    self.insert_many(children, written.finished_at)
             if claim_next is None:
                 return Completed(finished, [])
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its

@@ -30,6 +30,7 @@ from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
 from jobs_postgres import claims, flow, sql
+from jobs_postgres.children import children_of, has_children, insert_children, is_child
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.recovery import RecoveryRows
@@ -77,6 +78,9 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         comes back from the server. A connection lost under the call is retried once on a
         fresh one, which first looks for that id: a job is never inserted twice.
         """
+        if new.parent_id is not None:  # a child (ctx.enqueue): its parent is written too
+            children = insert_children(self._rows, [new], now)
+            return children[0] if children else None
         job_id = uuid7()
         payload, document = codec.encode_payload(new.payload)
         params = {
@@ -125,6 +129,8 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         """
         if not new:
             return []
+        if is_child(new):
+            return insert_children(self._rows, new, now)
         ids = ascending_uuid7s(len(new))
         encoded = [codec.encode_payload(n.payload) for n in new]
         payloads = [text for text, _ in encoded]
@@ -345,7 +351,23 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         is not claimed back by the same call.
 
         Under ``claim_next.limits`` the patches commit first, then the claim runs as
-        :meth:`claim` does (the places the patches freed are counted as free)."""
+        :meth:`claim` does (the places the patches freed are counted as free).
+
+        Patches with children (decision 0038): the same, then the children owed, in one
+        transaction (:mod:`jobs_postgres.children`); a batch without any runs as before."""
+        if has_children(patches):
+            if self._bound is None:
+                with self._transaction() as conn:
+                    return self.bound_to(conn).complete(patches, claim_next=claim_next)
+            done = self._complete(patches, claim_next)
+            owed = children_of(patches, done.finished)
+            if owed:
+                now = max(c.finished_at for c in patches if c.finished_at is not None)
+                insert_children(self._rows, owed, now)
+            return done
+        return self._complete(patches, claim_next)
+
+    def _complete(self, patches: Sequence[Patch], claim_next: ClaimNext | None) -> Completed:
         if claim_next is None:
             return Completed(self._finish(patches), [])
         plan = ClaimPlan.of(
