@@ -45,7 +45,8 @@ def _registry() -> Registry:
             ctx.enqueue("fetch", {"url": "keyed"}, dedup_key=str(ctx.payload["keyed"]))
         if ctx.payload.get("now"):
             made = ctx.enqueue("fetch", {"url": "now"}, immediately=True)
-            assert made is not None and made.parent_id == ctx.job.id
+            assert made is not None
+            assert made.parent_id == ctx.job.id
         if ctx.payload.get("unknown"):
             ctx.enqueue("no-such-type", {})
         if ctx.payload.get("then_fail"):
@@ -91,10 +92,13 @@ def _children(store: JobStore, parent: Job) -> list[Job]:
 
 def test_children_are_written_with_a_done_outcome(service: JobService, clock: FakeClock) -> None:
     held, outcome = _run(service, clock, {"pages": ["a", "b", "c"]})
-    assert isinstance(outcome, Done) and len(outcome.children) == 3
+    assert isinstance(outcome, Done)
+    assert len(outcome.children) == 3
     assert _children(service.store, held) == []  # held by the attempt until its outcome
     ended = service.complete(held.ref, outcome)
-    assert ended is not None and ended.status is Status.DONE and ended.parent_id is None
+    assert ended is not None
+    assert ended.status is Status.DONE
+    assert ended.parent_id is None
     children = _children(service.store, held)
     assert [c.payload["url"] for c in children] == ["a", "b", "c"]
     assert all(c.org_id == ORG and c.status is Status.QUEUED for c in children)
@@ -108,7 +112,8 @@ def test_a_failed_attempt_leaves_no_children(service: JobService, clock: FakeClo
     held, outcome = _run(service, clock, {"pages": ["a"], "then_fail": True})
     assert isinstance(outcome, Failed)
     ended = service.complete(held.ref, outcome)
-    assert ended is not None and ended.status is Status.FAILED
+    assert ended is not None
+    assert ended.status is Status.FAILED
     assert _children(service.store, held) == []
 
 
@@ -121,7 +126,8 @@ def test_a_retried_attempt_leaves_none_and_the_rerun_enqueues_them_once(
     assert _children(service.store, held) == []
     clock.advance(3600)
     [again] = service.claim(1)
-    assert again.id == held.id and again.attempts == 2
+    assert again.id == held.id
+    assert again.attempts == 2
     ctx = _context(service, again, clock)
     second = execute(service.registry.get("fan_out"), ctx, clock.now)
     assert isinstance(second, Done)
@@ -145,7 +151,8 @@ def test_the_same_attempt_twice_in_a_batch_writes_its_children_once(
     held, outcome = _run(service, clock, {"pages": ["a", "b"]})
     change = domain.patch(held.ref, outcome, clock.now())
     first, second = service.store.complete([change, change]).finished
-    assert first is not None and second is None
+    assert first is not None
+    assert second is None
     assert len(_children(service.store, held)) == 2
 
 
@@ -187,7 +194,8 @@ def test_an_unregistered_child_type_fails_the_attempt_clearly(
 ) -> None:
     held, outcome = _run(service, clock, {"pages": ["a"], "unknown": True})
     assert isinstance(outcome, Failed)
-    assert "no-such-type" in outcome.error and "UnknownJobType" in outcome.error
+    assert "no-such-type" in outcome.error
+    assert "UnknownJobType" in outcome.error
     service.complete(held.ref, outcome)
     assert _children(service.store, held) == []
     with pytest.raises(UnknownJobType):

@@ -197,7 +197,8 @@ class InMemoryJobStore:
                 # The children of an attempt ended done, in the same write (decision 0038).
                 children = domain.children_due(change, written)
                 if children:
-                    assert written is not None and written.finished_at is not None
+                    assert written is not None
+                    assert written.finished_at is not None
                     self.insert_many(children, written.finished_at)
             if claim_next is None:
                 return Completed(finished, [])
