@@ -133,6 +133,8 @@ class Slots:
             now=self.clock.now,
             checkpoint_sink=save_progress,
             checkpoint_loader=lambda: service.checkpoint_of(job.id),
+            registry=service.registry,
+            enqueuer=service.enqueue_children,
         )
 
     def serve(self) -> None:
