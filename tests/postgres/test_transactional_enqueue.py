@@ -88,4 +88,4 @@ def test_the_package_exports_its_store_and_wakeup(pg_engine: Engine) -> None:
     store = jobs_postgres.PostgresJobStore(pg_engine)
     assert store.get(ORG, uuid.uuid4()) is None
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
-        _ = jobs_postgres.Nope  # type: ignore[attr-defined]
+        _ = jobs_postgres.Nope
