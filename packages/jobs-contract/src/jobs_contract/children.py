@@ -24,6 +24,8 @@ from jobs_core import (
 )
 from jobs_core.domain import Done, Failed, Requeue
 from jobs_core.ports import ClaimNext
+from jobs_core.quota_service import QuotaService
+from jobs_core.quotas import QuotaExceeded, Quotas, QuotaStore
 from jobs_core.runner import execute
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
@@ -200,3 +202,34 @@ def test_an_unregistered_child_type_fails_the_attempt_clearly(
     assert _children(service.store, held) == []
     with pytest.raises(UnknownJobType):
         _context(service, held, clock).enqueue("no-such-type")
+
+
+def test_children_are_admitted_under_the_orgs_quotas(
+    service: JobService, clock: FakeClock, jobs_quota_store: QuotaStore
+) -> None:
+    for override in jobs_quota_store.overrides():  # an adapter keeps them across tests
+        jobs_quota_store.clear_override(override.org_id)
+    quotas = QuotaService(
+        jobs_quota_store, Quotas(max_queued=3, enqueue_rate=100, enqueue_burst=100), clock
+    )
+    parent = service.enqueue(ORG, "fan_out", {"pages": ["a", "b", "c", "d"]}).job
+    [held] = service.claim(1, ["fan_out"])
+    context = JobContext(
+        held,
+        progress_sink=lambda _doc: True,
+        now=clock.now,
+        registry=service.registry,
+        enqueuer=service.enqueue_children,
+        admit=quotas.admit,
+    )
+    with pytest.raises(QuotaExceeded, match="queued"):
+        context.enqueue_many("fetch", [{"url": "a"}, {"url": "b"}, {"url": "c"}, {"url": "d"}])
+    context.enqueue_many("fetch", [{"url": "a"}, {"url": "b"}])  # within the quota
+    with pytest.raises(QuotaExceeded):  # 2 admitted + 2 more > 3
+        context.enqueue_many("fetch", [{"url": "c"}, {"url": "d"}], immediately=True)
+    assert len(context.children) == 2
+    outcome = execute(service.registry.get("fan_out"), context, clock.now)
+    assert isinstance(outcome, Failed)  # its own enqueue of four is over the quota
+    assert "QuotaExceeded" in outcome.error
+    service.complete(held.ref, outcome)
+    assert _children(service.store, parent) == []

@@ -27,6 +27,11 @@ ChildEnqueuer = Callable[[Sequence[NewJob]], list[Job]]
 enqueue with its dedup loop (the holder of its key comes back), several are one bulk insert
 (those whose key is held are skipped)."""
 
+ChildAdmission = Callable[[str, int], None]
+"""Admits ``count`` children of an org under its quotas, or raises
+:class:`~jobs_core.quotas.QuotaExceeded` (:meth:`jobs_core.quota_service.QuotaService.admit`,
+what ``POST /jobs`` admits an enqueue through)."""
+
 CHILDREN_MAX = 10_000
 """The most deferred children one attempt may hold (they travel with its outcome)."""
 
@@ -35,10 +40,17 @@ class Children:
     """The children of one attempt: resolved against the registry at once (an unregistered type
     or a bad payload raises in the handler), then held or enqueued."""
 
-    def __init__(self, job: Job, registry: Registry | None, enqueuer: ChildEnqueuer | None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        registry: Registry | None,
+        enqueuer: ChildEnqueuer | None,
+        admit: ChildAdmission | None = None,
+    ) -> None:
         self._job = job
         self._registry = registry
         self._enqueuer = enqueuer
+        self._admit = admit
         self._held: list[NewJob] = []
         self._lock = threading.Lock()
 
@@ -99,6 +111,8 @@ class Children:
     def _take(self, specs: list[NewJob], immediately: bool) -> list[Job]:
         if not specs:
             return []
+        if self._admit is not None:  # the org's quotas, as for any enqueue
+            self._admit(self._job.org_id, len(specs))
         if immediately:
             if self._enqueuer is None:
                 raise RuntimeError("this context cannot enqueue children at once (no enqueuer)")

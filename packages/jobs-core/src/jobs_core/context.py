@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobs_core.children import ChildEnqueuer, Children
+from jobs_core.children import ChildAdmission, ChildEnqueuer, Children
 from jobs_core.domain import CancelReason, Job, NewJob
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
 from jobs_core.limits import CHECKPOINT_MAX_BYTES, DOCUMENT_MAX_BYTES, describe_size, oversize
@@ -60,11 +60,13 @@ class JobContext:
         checkpoint_loader: CheckpointLoader | None = None,
         registry: Registry | None = None,
         enqueuer: ChildEnqueuer | None = None,
+        admit: ChildAdmission | None = None,
     ) -> None:
         self.job = job
         # Made on the first enqueue only (the completer builds a context per job).
         self._registry = registry
         self._enqueuer = enqueuer
+        self._admit = admit
         self._kids: Children | None = None
         self.checkpoint: Mapping[str, Any] | None = job.progress
         self._logger = logger
@@ -116,7 +118,9 @@ class JobContext:
         ends ``done``: None is returned (the child has no id yet). With ``immediately=True``
         it is enqueued now and returned (or the job holding its dedup key), whatever the
         attempt comes to. An unregistered type raises :class:`~jobs_core.UnknownJobType`, a bad
-        payload ``PayloadInvalid``, here, in the handler.
+        payload ``PayloadInvalid``, an org over its quotas
+        :class:`~jobs_core.quotas.QuotaExceeded` (its ``retry_after_s`` suits a snooze), here,
+        in the handler.
         """
         return self._made_children().enqueue(
             type_name,
@@ -155,7 +159,7 @@ class JobContext:
     def _made_children(self) -> Children:
         with self._lock:
             if self._kids is None:
-                self._kids = Children(self.job, self._registry, self._enqueuer)
+                self._kids = Children(self.job, self._registry, self._enqueuer, self._admit)
             return self._kids
 
     def report_progress(
