@@ -1,6 +1,6 @@
 """The testing kit's ``ctx.enqueue`` (decision 0038), as the stores do it: children written with
 a done outcome, none after a failure or a retry, ``immediately=True`` at once; and what an
-``assert_enqueued`` failure shows of the jobs there are (their errors)."""
+``assert_enqueued`` failure shows of the jobs there are (their errors); each run's own id."""
 
 from __future__ import annotations
 
@@ -95,3 +95,22 @@ def test_an_assert_enqueued_failure_shows_the_error_of_each_job(harness: JobsHar
         AssertionError, match=r"crawl failed .* error='ValueError: the site is gone'"
     ):
         harness.assert_enqueued("crawl", status=Status.DONE)
+
+
+def test_each_run_has_its_own_id_though_a_snooze_keeps_the_attempt_number() -> None:
+    seen: list[tuple[int, object]] = []
+
+    def patient(ctx: JobContext) -> None:
+        seen.append((ctx.attempt, ctx.run_id))
+        if len(seen) == 1:
+            ctx.snooze(5, "not yet")
+
+    registry = Registry("runs")
+    registry.register(JobType("patient", patient))
+    harness = JobsHarness(registry)
+    harness.enqueue("patient")
+    [first, second] = [job.status for job in harness.drain()]
+    assert (first, second) == (Status.QUEUED, Status.DONE)
+    assert [attempt for attempt, _ in seen] == [1, 1]  # the snooze refunded the attempt
+    assert seen[0][1] is not None
+    assert seen[0][1] != seen[1][1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -99,8 +100,16 @@ class JobContext:
 
     @property
     def attempt(self) -> int:
-        """1 for the first attempt."""
+        """1 for the first attempt. A snooze or a worker's hand-back refunds the attempt, so the
+        next run has the same number: tell runs apart by :attr:`run_id`."""
         return self.job.attempts
+
+    @property
+    def run_id(self) -> uuid.UUID | None:
+        """This run's own id: the claim's lease, new at every claim (a retry, a snooze, a
+        hand-back, a re-run after the sweep), so ``(job id, run_id)`` names one run where
+        ``(job id, attempt)`` may name several. None for a context of a job never claimed."""
+        return self.job.lease
 
     def enqueue(
         self,
