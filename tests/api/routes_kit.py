@@ -27,6 +27,7 @@ JOB_FIELDS = {
     "cancel_requested_at",
     "priority",
     "snoozes",
+    "parent_id",
     "waiting",
     "attempt_history",
     "truncated",

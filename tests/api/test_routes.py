@@ -230,6 +230,22 @@ async def test_an_unexpected_error_is_a_500_problem_that_leaks_nothing(
 # ---- read -------------------------------------------------------------------------------------
 
 
+async def test_get_job_shows_the_parent_of_a_child(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    parent = await enqueue(client, as_a, "noop", payload={"fan": "out"})
+    service = service_of(container)
+    running = claim(service, parent["id"])
+    child = service.registry.new_job(running.org_id, "noop", {"page": 1})
+    service.complete(running.ref, Done(children=(child,)))
+    listed = (await client.get("/jobs", headers=as_a)).json()["items"]
+    [made] = [job for job in listed if job["id"] != parent["id"]]
+    seen = (await client.get(f"/jobs/{made['id']}", headers=as_a)).json()
+    assert seen["parent_id"] == parent["id"]
+    assert seen["payload"] == {"page": 1}
+    assert (await client.get(f"/jobs/{parent['id']}", headers=as_a)).json()["parent_id"] is None
+
+
 async def test_get_job_shows_the_whole_life_of_a_job(
     client: httpx.AsyncClient, as_a: dict[str, str], container: Container, clock: FakeClock
 ) -> None:

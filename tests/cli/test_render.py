@@ -128,3 +128,12 @@ def test_json_view_has_the_api_fields() -> None:
         assert key in data
     assert data["status"] == "queued"
     assert data["started_at"] is None
+
+
+def test_details_and_json_show_the_parent_of_a_child() -> None:
+    parent = make_job()
+    child = make_job(id=uuid.UUID("01950000-0000-7000-8000-000000000002"), parent_id=parent.id)
+    assert re.search(rf"^parent +{parent.id}$", render.job_details(child, NOW), re.M)
+    assert re.search(r"^parent +-$", render.job_details(parent, NOW), re.M)
+    assert render.job_json(child)["parent_id"] == str(parent.id)
+    assert render.job_json(parent)["parent_id"] is None

@@ -3,6 +3,8 @@ commit together or not at all, on a Connection or a Session."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from jobs_core import DedupScope, JobType, PayloadInvalid, Registry, Status, UnknownJobType
 from jobs_postgres import enqueue, enqueue_many, jobs_in
@@ -73,3 +75,17 @@ def test_a_refused_enqueue_raises_the_usual_errors(
             enqueue(conn, module_registry, ORG, "crawl_site", {"bad": "\x00"})
         with pytest.raises(TypeError, match="Connection or Session"):
             enqueue(pg_engine, module_registry, ORG, "crawl_site", {})  # type: ignore[arg-type]
+
+
+def test_the_package_exports_its_store_and_wakeup(pg_engine: Engine) -> None:
+    import jobs_postgres
+    from jobs_postgres.store import PostgresJobStore as Home
+    from jobs_postgres.wakeup import PostgresWakeup
+
+    assert jobs_postgres.PostgresJobStore is Home
+    assert jobs_postgres.PostgresWakeup is PostgresWakeup
+    assert {"PostgresJobStore", "PostgresWakeup"} <= set(jobs_postgres.__all__)
+    store = jobs_postgres.PostgresJobStore(pg_engine)
+    assert store.get(ORG, uuid.uuid4()) is None
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = jobs_postgres.Nope

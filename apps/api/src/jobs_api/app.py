@@ -63,8 +63,29 @@ def _module_routes(container: Container) -> tuple[list[APIRouter], dict[str, int
                     f"module {module.name!r}: routers gave a {type(built).__name__}, "
                     "not a fastapi.APIRouter"
                 )
+            _check_schema(module.name, built)
             routers.append(built)
     return routers, limits
+
+
+def _check_schema(name: str, router: APIRouter) -> None:
+    """Build the OpenAPI schema of a module's routes now: a route whose schema cannot be built
+    (a model pydantic has no JSON schema for) fails the API's start with the module's name,
+    instead of ``/openapi.json`` answering 500 for every route later."""
+    from fastapi.openapi.utils import get_openapi
+
+    try:
+        get_openapi(title=name, version=API_VERSION, routes=router.routes)
+    except Exception as error:
+        raise ModuleRoutesInvalid(
+            f"module {name!r}: the OpenAPI schema of its routes cannot be built"
+            f" ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''});"
+            " fix the route's models (every body, parameter and response needs a JSON schema)"
+        ) from error
+
+
+class ModuleRoutesInvalid(RuntimeError):
+    """A module's routes cannot be served (their OpenAPI schema cannot be built)."""
 
 
 def create_app(container: Container | None = None) -> FastAPI:

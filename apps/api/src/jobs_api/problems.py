@@ -204,12 +204,35 @@ def _dedup_conflict(request: Request, exc: Exception) -> ProblemResponse:
 
 def _payload_invalid(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, PayloadInvalid)
-    # a type-owned dedup key refuses the request's dedup_key, not a payload field
-    prefix = ["body"] if isinstance(exc, DedupKeyOwned) else ["body", "payload"]
     errors = [
-        {**dict(error), "loc": [*prefix, *list(error.get("loc", []))]} for error in exc.errors
+        {**dict(error), "loc": payload_location(request, exc, list(error.get("loc", [])))}
+        for error in exc.errors
     ]
     return problem(422, str(exc), kind="payload-invalid", errors=errors)
+
+
+def payload_location(request: Request, exc: PayloadInvalid, loc: list[Any]) -> list[Any]:
+    """Where a payload error is in the request (docs/api.md, "Errors"): a type-owned dedup key
+    refuses the body's ``dedup_key``; a route whose body has a ``payload`` field (``POST /jobs``,
+    the schedules) has it under ``["body", "payload"]``; a module's route that built the payload
+    from its body's fields has it at that field (``["body", field]``); otherwise the location is
+    the payload's own, under ``["payload"]`` (a payload the route built from elsewhere)."""
+    if isinstance(exc, DedupKeyOwned):
+        return ["body", *loc]
+    fields = _body_fields(request)
+    if "payload" in fields:
+        return ["body", "payload", *loc]
+    if loc and loc[0] in fields:
+        return ["body", *loc]
+    return ["payload", *loc]
+
+
+def _body_fields(request: Request) -> set[str]:
+    """The fields of the JSON body model of the route that answered (none if it has none)."""
+    body = getattr(request.scope.get("route"), "body_field", None)
+    model = getattr(getattr(body, "field_info", None), "annotation", None)
+    fields = getattr(model, "model_fields", None)
+    return set(fields) if isinstance(fields, dict) else set()
 
 
 def _unknown_job_type(request: Request, exc: Exception) -> ProblemResponse:

@@ -88,6 +88,10 @@ class JobOut(BaseModel):
     cancel_requested_at: datetime | None
     priority: int = 0
     snoozes: int = 0
+    parent_id: uuid.UUID | None = Field(
+        default=None,
+        description="The job whose handler enqueued this one (ctx.enqueue); null for any other.",
+    )
     waiting: list[WaitingOut] | None = Field(
         default=None,
         description="For a queued job read alone (GET /jobs/{id}): why it has not started yet.",
@@ -135,6 +139,7 @@ class JobOut(BaseModel):
             cancel_requested_at=job.cancel_requested_at,
             priority=job.priority,
             snoozes=job.snoozes,
+            parent_id=job.parent_id,
             waiting=None
             if waiting is None
             else [WaitingOut(code=r.code, message=r.message) for r in waiting],

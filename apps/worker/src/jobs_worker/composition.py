@@ -202,10 +202,17 @@ class Composition:
         return PrometheusObserver()
 
     def worker(self) -> Worker:
-        """A new worker over the service."""
-        return Worker(
+        """A new worker over the service; on PostgreSQL, the children its handlers enqueue
+        (``ctx.enqueue``) are admitted under the orgs' quotas, as ``POST /jobs`` admits an
+        enqueue (``JOBS_QUOTAS``, ``JOBS_QUOTA_*``: the deployment's, as the API reads them)."""
+        worker = Worker(
             service=self.service(), wakeup=self.wakeup(), config=worker_config(self.settings)
         )
+        if self._store is None:
+            from jobs_worker.scheduler import scheduler_quotas
+
+            worker.slots.admit_children = scheduler_quotas(self.engine(), self.clock()).admit
+        return worker
 
     def close(self) -> None:
         """Dispose the engines built (each once); the parts are not usable after."""

@@ -52,6 +52,7 @@ PARTS = (
     "jobs_contract.listing",
     "jobs_contract.quotas",
     "jobs_contract.history",
+    "jobs_contract.children",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
@@ -63,6 +64,7 @@ ROLES = {
         "jobs_contract.flow_control",
         "jobs_contract.transitions",
         "jobs_contract.checkpoint",
+        "jobs_contract.children",
     ),
     "jobs_core.ports.Recovery": ("jobs_contract.sweep", "jobs_contract.end_hooks"),
     "jobs_core.ports.OrgJobs": (

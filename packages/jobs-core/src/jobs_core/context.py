@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobs_core.domain import CancelReason, Job
+from jobs_core.children import ChildAdmission, ChildEnqueuer, Children
+from jobs_core.domain import CancelReason, Job, NewJob
 from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
 from jobs_core.limits import CHECKPOINT_MAX_BYTES, DOCUMENT_MAX_BYTES, describe_size, oversize
 
@@ -25,6 +27,9 @@ CheckpointSink = Callable[[Mapping[str, Any], Mapping[str, Any]], bool | None]
 CheckpointLoader = Callable[[], Mapping[str, Any] | None]
 """Reads the job's private checkpoint (None if none was saved)."""
 
+if TYPE_CHECKING:
+    from jobs_core.registry import Registry
+
 _UNLOADED: Any = object()
 
 
@@ -38,7 +43,9 @@ class JobContext:
     and the private checkpoint together, ``resume`` reads the last one saved (by an earlier
     attempt); the checkpoint is never shown by the API, the CLI or the event stream.
     Cancellation is cooperative: the worker sets it, the handler checks ``cancelled`` or calls
-    ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why.
+    ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why. ``job`` is the job as
+    this attempt claimed it (its id, org, attempts, ...); ``enqueue`` and ``enqueue_many`` make
+    its children (:mod:`jobs_core.children`).
     """
 
     def __init__(
@@ -52,8 +59,16 @@ class JobContext:
         monotonic: Callable[[], float] = time.monotonic,
         checkpoint_sink: CheckpointSink | None = None,
         checkpoint_loader: CheckpointLoader | None = None,
+        registry: Registry | None = None,
+        enqueuer: ChildEnqueuer | None = None,
+        admit: ChildAdmission | None = None,
     ) -> None:
         self.job = job
+        # Made on the first enqueue only (the completer builds a context per job).
+        self._registry = registry
+        self._enqueuer = enqueuer
+        self._admit = admit
+        self._kids: Children | None = None
         self.checkpoint: Mapping[str, Any] | None = job.progress
         self._logger = logger
         self._sink = progress_sink
@@ -85,8 +100,76 @@ class JobContext:
 
     @property
     def attempt(self) -> int:
-        """1 for the first attempt."""
+        """1 for the first attempt. A snooze or a worker's hand-back refunds the attempt, so the
+        next run has the same number: tell runs apart by :attr:`run_id`."""
         return self.job.attempts
+
+    @property
+    def run_id(self) -> uuid.UUID | None:
+        """This run's own id: the claim's lease, new at every claim (a retry, a snooze, a
+        hand-back, a re-run after the sweep), so ``(job id, run_id)`` names one run where
+        ``(job id, attempt)`` may name several. None for a context of a job never claimed."""
+        return self.job.lease
+
+    def enqueue(
+        self,
+        type_name: str,
+        payload: Mapping[str, Any] | None = None,
+        *,
+        dedup_key: str | None = None,
+        run_at: datetime | None = None,
+        priority: int = 0,
+        immediately: bool = False,
+    ) -> Job | None:
+        """Enqueue a child of this job (same org, ``parent_id`` = this job's id).
+
+        By default the child is written with this attempt's outcome, and only if the attempt
+        ends ``done``: None is returned (the child has no id yet). With ``immediately=True``
+        it is enqueued now and returned (or the job holding its dedup key), whatever the
+        attempt comes to. An unregistered type raises :class:`~jobs_core.UnknownJobType`, a bad
+        payload ``PayloadInvalid``, an org over its quotas
+        :class:`~jobs_core.quotas.QuotaExceeded` (its ``retry_after_s`` suits a snooze), here,
+        in the handler.
+        """
+        return self._made_children().enqueue(
+            type_name,
+            payload,
+            dedup_key=dedup_key,
+            run_at=run_at,
+            priority=priority,
+            immediately=immediately,
+        )
+
+    def enqueue_many(
+        self,
+        type_name: str,
+        payloads: Iterable[Mapping[str, Any] | None],
+        *,
+        dedup_keys: Sequence[str | None] | None = None,
+        priority: int = 0,
+        immediately: bool = False,
+    ) -> list[Job]:
+        """:meth:`enqueue` of many children of one type; with ``immediately=True`` in one bulk
+        insert (those whose dedup key is held are skipped) and returned, else held for the
+        outcome ([] is returned)."""
+        return self._made_children().enqueue_many(
+            type_name,
+            payloads,
+            dedup_keys=dedup_keys,
+            priority=priority,
+            immediately=immediately,
+        )
+
+    @property
+    def children(self) -> tuple[NewJob, ...]:
+        """The children held for this attempt's outcome (not those enqueued immediately)."""
+        return () if self._kids is None else self._kids.held
+
+    def _made_children(self) -> Children:
+        with self._lock:
+            if self._kids is None:
+                self._kids = Children(self.job, self._registry, self._enqueuer, self._admit)
+            return self._kids
 
     def report_progress(
         self,

@@ -75,6 +75,9 @@ class Job:
     snoozes: int = 0
     # -- the sweep (docs/contract.md §5; decision 0020) --
     heartbeat_at: datetime | None = None
+    # -- jobs that make jobs (docs/handlers.md, "Children"; decision 0038) --
+    parent_id: uuid.UUID | None = None
+    """The job whose handler enqueued this one (``ctx.enqueue``), None for any other enqueue."""
 
     @property
     def ref(self) -> AttemptRef:
@@ -120,6 +123,8 @@ class NewJob:
     run_at: datetime | None = None
     priority: int = 0
     concurrency_key: str | None = None
+    parent_id: uuid.UUID | None = None
+    """Set by ``ctx.enqueue`` only: the running job that enqueues this one (same org)."""
 
 
 PRIORITY_MIN = -100
@@ -151,6 +156,7 @@ def new_job(spec: NewJob, job_id: uuid.UUID, now: datetime) -> Job:
         requested_dedup_key=spec.dedup_key,
         priority=spec.priority,
         concurrency_key=spec.concurrency_key,
+        parent_id=spec.parent_id,
     )
 
 
@@ -183,6 +189,9 @@ def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -
             None,
             spec.priority,
             spec.concurrency_key,
+            0,
+            None,
+            spec.parent_id,
         )
         for spec, job_id in zip(specs, ids, strict=True)
     ]
@@ -256,6 +265,10 @@ class Patch:
     hook_due_at: datetime | None = None
     ended_at: datetime | None = None
     worker: str | None = None
+    children: tuple[NewJob, ...] = ()
+    """The jobs the handler enqueued with ``ctx.enqueue`` (:attr:`Done.children`): inserted by
+    the store in the same write as the patch, only if the patch applies
+    (:func:`jobs_core.children.children_due`)."""
 
 
 def patch(
@@ -310,6 +323,7 @@ def patch(
         hook_due_at=end_hook_due(status, now, by_worker=True),
         ended_at=now,
         worker=worker,
+        children=outcome.children if isinstance(outcome, Done) else (),
     )
 
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import codec, domain, flow, history
+from jobs_core.children import children_due
 from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
@@ -198,6 +199,13 @@ class InMemoryJobStore:
         :meth:`claim` with ``claim_next`` (of jobs that were queued before the call)."""
         with self._lock:
             finished = [self._apply(change) for change in patches]
+            for change, written in zip(patches, finished, strict=True):
+                # The children of an attempt ended done, in the same write (decision 0038).
+                children = children_due(change, written)
+                if children:
+                    assert written is not None
+                    assert written.finished_at is not None
+                    self.insert_many(children, written.finished_at)
             if claim_next is None:
                 return Completed(finished, [])
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its

@@ -7,16 +7,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobs_core.domain import NewJob
 
 # ---- outcomes of an attempt -------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The handler returned: the job is done with this report."""
+    """The handler returned: the job is done with this report. ``children``: the jobs it
+    enqueued with ``ctx.enqueue`` (written with this outcome, decision 0038)."""
 
     report: Mapping[str, Any] | None = None
+    children: tuple[NewJob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -135,7 +135,7 @@ def execute(
                 "limit_bytes": DOCUMENT_MAX_BYTES,
             },
         )
-    return Done(report=report)
+    return Done(report=report, children=ctx.children)
 
 
 def failure_outcome(job_type: JobType, job: Job, error: BaseException, now: datetime) -> Outcome:

@@ -142,6 +142,14 @@ class JobService:
         self.observer.enqueued(jobs)
         return jobs
 
+    def enqueue_children(self, specs: Sequence[NewJob]) -> list[Job]:
+        """Enqueue resolved children at once (``ctx.enqueue(..., immediately=True)``): one
+        spec as :meth:`enqueue_new` (the holder of its dedup key comes back), several in one
+        bulk insert (those whose key is held are skipped)."""
+        if len(specs) == 1:
+            return [self.enqueue_new(specs[0]).job]
+        return self.store.insert_many(specs, self.clock.now())
+
     # -- org-scoped reads and actions ---------------------------------------------------------
     def get(self, org_id: str, job_id: uuid.UUID) -> Job:
         """The org's job; :class:`JobNotFound` if absent or another org's."""

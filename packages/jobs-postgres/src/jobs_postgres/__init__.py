@@ -1,8 +1,10 @@
 """The PostgreSQL adapter of jobs: the ``jobs`` table, its migration chain, the SKIP LOCKED store,
 LISTEN/NOTIFY wake-ups and the API token table.
 
-- :class:`~jobs_postgres.store.PostgresJobStore` — the :class:`jobs_core.ports.JobStore`;
-- :class:`~jobs_postgres.wakeup.PostgresWakeup` — the :class:`jobs_core.ports.Wakeup`;
+- :class:`~jobs_postgres.store.PostgresJobStore` — the :class:`jobs_core.ports.JobStore`
+  (``from jobs_postgres import PostgresJobStore``);
+- :class:`~jobs_postgres.wakeup.PostgresWakeup` — the :class:`jobs_core.ports.Wakeup` (also
+  exported);
 - :class:`~jobs_postgres.tokens.PostgresTokenStore` — the :class:`jobs_tokens.TokenStore`
   (API token hashes), and :class:`~jobs_postgres.sessions.PostgresSessionStore` — the
   :class:`jobs_tokens.SessionStore`;
@@ -24,14 +26,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from jobs_postgres.store import PostgresJobStore
     from jobs_postgres.transactional import enqueue, enqueue_many, jobs_in
+    from jobs_postgres.wakeup import PostgresWakeup
 
-__all__ = ["enqueue", "enqueue_many", "jobs_in"]
+__all__ = ["PostgresJobStore", "PostgresWakeup", "enqueue", "enqueue_many", "jobs_in"]
+
+_HOMES = {
+    "PostgresJobStore": "jobs_postgres.store",
+    "PostgresWakeup": "jobs_postgres.wakeup",
+    "enqueue": "jobs_postgres.transactional",
+    "enqueue_many": "jobs_postgres.transactional",
+    "jobs_in": "jobs_postgres.transactional",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from jobs_postgres import transactional
+    home = _HOMES.get(name)
+    if home is not None:
+        import importlib
 
-        return getattr(transactional, name)
+        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module 'jobs_postgres' has no attribute {name!r}")

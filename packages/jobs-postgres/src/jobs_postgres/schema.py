@@ -88,6 +88,10 @@ jobs = Table(
     Column("hook_due_at", TIMESTAMPTZ),
     # The handler's private checkpoint: never shown by the API, the CLI or the event log.
     Column("checkpoint", JSONB),
+    # -- children (migration 0013_job_parent, decision 0038) --------------------------------------
+    # The job whose handler enqueued this one (ctx.enqueue), same org; NULL for any other. No
+    # foreign key: a parent may be deleted (retention, jobs rm) before its children.
+    Column("parent_id", UUID(as_uuid=True)),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(

@@ -108,7 +108,7 @@ SELECT inserted.id FROM inserted {NOTIFIED}
 EXISTS_ID = "SELECT 1 FROM jobs WHERE id = %(id)s"
 
 
-def _insert_many(source: str) -> str:
+def insert_many_from(source: str, *, parents: bool = False) -> str:
     """Insert the rows of ``source`` (columns id, org_id, type, payload, dedup_key,
     dedup_scope, max_attempts, run_at, priority, concurrency_key) in one statement.
 
@@ -118,16 +118,22 @@ def _insert_many(source: str) -> str:
     one order, never in a cycle (in input order, the same keys in opposite orders deadlocked);
     within the batch the first job with a key still wins it, as on memory. Only the ids of the
     inserted jobs that have a key come back: the caller already has the rest of each row.
+
+    With ``parents``, ``source`` has a ``parent_id`` column too (children, decision 0038): the
+    other enqueues never write it (NULL by default), so their statements stay as they were.
     """
+    parent_column = ", parent_id" if parents else ""
+    parent_value = ", n.parent_id" if parents else ""
     return f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
         id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
-        created_at, run_at, priority, concurrency_key
+        created_at, run_at, priority, concurrency_key{parent_column}
     )
     SELECT n.id, n.org_id, n.type, CAST(n.payload AS jsonb), n.dedup_key, n.dedup_key,
            n.dedup_scope, n.max_attempts, CAST(:now AS timestamptz),
-           coalesce(n.run_at, CAST(:now AS timestamptz)), n.priority, n.concurrency_key
+           coalesce(n.run_at, CAST(:now AS timestamptz)), n.priority,
+           n.concurrency_key{parent_value}
     FROM {source}
     ORDER BY n.org_id, n.dedup_key, n.id
     {ON_DEDUP_CONFLICT}
@@ -144,7 +150,7 @@ FROM inserted
 
 # A batch as parallel arrays: one statement, one round trip (small and medium batches).
 INSERT_MANY = text(
-    _insert_many(
+    insert_many_from(
         """unnest(
         CAST(:ids AS uuid[]), CAST(:org_ids AS text[]), CAST(:types AS text[]),
         CAST(:payloads AS text[]), CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
@@ -187,7 +193,7 @@ def copy_incoming(table: str) -> str:
 
 def insert_from_incoming(table: str) -> TextClause:
     """INSERT_MANY reading the COPY batch of ``table``."""
-    return text(_insert_many(f"{table} AS n"))
+    return text(insert_many_from(f"{table} AS n"))
 
 
 def drop_incoming(table: str) -> TextClause:

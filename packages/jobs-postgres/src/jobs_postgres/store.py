@@ -25,14 +25,15 @@ from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
-from jobs_core.history import AttemptRecord
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
-from jobs_postgres import attempt_tables, claims, flow, sql
+from jobs_postgres import claims, flow, sql
+from jobs_postgres.children import children_of, has_children, insert_children, is_child
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
+from jobs_postgres.operator_rows import OperatorRows
 from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
     STATUS_OF,
@@ -53,7 +54,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises
@@ -78,6 +79,9 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         comes back from the server. A connection lost under the call is retried once on a
         fresh one, which first looks for that id: a job is never inserted twice.
         """
+        if new.parent_id is not None:  # a child (ctx.enqueue): its parent is written too
+            children = insert_children(self._rows, [new], now)
+            return children[0] if children else None
         job_id = uuid7()
         payload, document = codec.encode_payload(new.payload)
         params = {
@@ -126,6 +130,8 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         """
         if not new:
             return []
+        if is_child(new):
+            return insert_children(self._rows, new, now)
         ids = ascending_uuid7s(len(new))
         encoded = [codec.encode_payload(n.payload) for n in new]
         payloads = [text for text, _ in encoded]
@@ -346,7 +352,23 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
         is not claimed back by the same call.
 
         Under ``claim_next.limits`` the patches commit first, then the claim runs as
-        :meth:`claim` does (the places the patches freed are counted as free)."""
+        :meth:`claim` does (the places the patches freed are counted as free).
+
+        Patches with children (decision 0038): the same, then the children owed, in one
+        transaction (:mod:`jobs_postgres.children`); a batch without any runs as before."""
+        if has_children(patches):
+            if self._bound is None:
+                with self._transaction() as conn:
+                    return self.bound_to(conn).complete(patches, claim_next=claim_next)
+            done = self._complete(patches, claim_next)
+            owed = children_of(patches, done.finished)
+            if owed:
+                now = max(c.finished_at for c in patches if c.finished_at is not None)
+                insert_children(self._rows, owed, now)
+            return done
+        return self._complete(patches, claim_next)
+
+    def _complete(self, patches: Sequence[Patch], claim_next: ClaimNext | None) -> Completed:
         if claim_next is None:
             return Completed(self._finish(patches), [])
         plan = ClaimPlan.of(
@@ -465,22 +487,7 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows):
             conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
             return True
 
-    # -- operator reads across orgs -----------------------------------------------------------
-    def attempts(self, org_id: str, job_id: uuid.UUID) -> list[AttemptRecord]:
-        """The records of the org's job's attempts, oldest first (``job_attempts``)."""
-        rows = self._read(attempt_tables.ATTEMPTS, {"org_id": org_id, "id": job_id})
-        return [attempt_tables.record_from_row(row) for row in rows]
-
-    def active_counts(self, now: datetime) -> dict[tuple[str, str], int]:
-        """The live jobs counted by type and state (``attempt_tables.ACTIVE_COUNTS``)."""
-        rows = self._read(attempt_tables.ACTIVE_COUNTS, {"now": now})
-        return {(job_type, state): int(count) for job_type, state, count in rows}
-
-    def get_any_org(self, job_id: uuid.UUID) -> Job | None:
-        """The job with this id, whichever org owns it (index: the primary key)."""
-        rows = self._read(sql.GET_ANY_ORG, {"id": job_id})
-        return job_from_row(rows[0]) if rows else None
-
+    # -- operator reads across orgs (the rest: jobs_postgres.operator_rows) ------------------
     def list_all_orgs(self, query: JobFilter) -> list[Job]:
         """The jobs of every org matching ``query``, newest first, in one statement."""
         return self._listing(None, query)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs_core import CancelReason, Job, JobContext
+from jobs_core.children import ChildAdmission
 from jobs_core.errors import is_outage
 from jobs_core.runner import fenced_outcome, run_attempt, short_error
 
@@ -43,6 +44,9 @@ class Slots:
         self.fence = shared.fence
         self._lock = shared.lock
         self._queue = shared.slots
+        self.admit_children: ChildAdmission | None = None
+        """The quotas children are admitted under (the deployment's, set by the composition;
+        None: none, as in tests over a store of their own)."""
 
     def start(self, job: Job, proven_at: float) -> None:
         """Hold ``job`` (claimed: its lease proven at ``proven_at``) and queue it for a slot."""
@@ -133,6 +137,9 @@ class Slots:
             now=self.clock.now,
             checkpoint_sink=save_progress,
             checkpoint_loader=lambda: service.checkpoint_of(job.id),
+            registry=service.registry,
+            enqueuer=service.enqueue_children,
+            admit=self.admit_children,
         )
 
     def serve(self) -> None:

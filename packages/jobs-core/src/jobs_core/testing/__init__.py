@@ -138,8 +138,9 @@ class JobsHarness:
 
     def context(self, job: Job, *, after_write: Callable[[], None] | None = None) -> JobContext:
         """The context a worker gives the claimed ``job``: progress and checkpoint saved under
-        its lease, throttled on the harness's clock; ``after_write`` is called after each
-        progress write that reached the store."""
+        its lease, throttled on the harness's clock, ``ctx.enqueue`` as on a worker (children
+        written with a done outcome, none after a failure; ``immediately=True`` at once);
+        ``after_write`` is called after each progress write that reached the store."""
         store, clock = self.store, self.clock
 
         def save(document: Mapping[str, Any], checkpoint: Mapping[str, Any] | None = None) -> bool:
@@ -156,6 +157,8 @@ class JobsHarness:
             monotonic=lambda: clock.now().timestamp(),
             checkpoint_sink=save,
             checkpoint_loader=lambda: store.checkpoint_of(job.id),
+            registry=self.registry,
+            enqueuer=self.service.enqueue_children,
         )
 
     def run(
@@ -301,10 +304,7 @@ class JobsHarness:
         ]
         wanted = "a job" if count is None else f"{count} job(s)"
         if not matches or (count is not None and len(matches) != count):
-            seen = "\n".join(
-                f"  {job.type} {job.status.value} payload={dict(job.payload)!r}"
-                for job in self.jobs(org=org)
-            )
+            seen = "\n".join(_shown(job) for job in self.jobs(org=org))
             raise AssertionError(
                 f"expected {wanted} of type {type_name!r}"
                 + (f" with payload containing {dict(payload)!r}" if payload else "")
@@ -364,6 +364,15 @@ class JobsHarness:
             ctx.cancel(CancelReason.TIMEOUT, "timed out (simulated by the test)")
         else:
             ctx.cancel(CancelReason.SHUTDOWN)
+
+
+def _shown(job: Job) -> str:
+    """A job in an assertion's list of what there is: with its error, when it has one (a
+    failed job says why)."""
+    line = f"  {job.type} {job.status.value} payload={dict(job.payload)!r}"
+    if job.parent_id is not None:
+        line += f" parent={job.parent_id}"
+    return line + (f" error={job.error!r}" if job.error else "")
 
 
 def payload_matches(payload: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:

@@ -1,0 +1,99 @@
+"""Children on PostgreSQL (``ctx.enqueue``, decision 0038): the statement that inserts them with
+their parents' ids, and the finish of a batch of outcomes that carries some.
+
+A batch without children is finished exactly as before (one statement, autocommit). A batch
+with children runs the same finish, then inserts the children of the patches that applied and
+ended their job ``done`` (:func:`jobs_core.children.children_due`), in one transaction: a worker
+killed in between leaves neither the outcome nor the children, and the re-run enqueues them once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from jobs_core import codec, domain
+from jobs_core.children import children_due
+from jobs_core.clock import ascending_uuid7s
+from jobs_core.domain import Job, NewJob, Patch
+from sqlalchemy import TextClause, text
+
+from jobs_postgres import sql
+
+INSERT_CHILDREN = text(
+    sql.insert_many_from(
+        """unnest(
+        CAST(:ids AS uuid[]), CAST(:org_ids AS text[]), CAST(:types AS text[]),
+        CAST(:payloads AS text[]), CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
+        CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[]),
+        CAST(:priorities AS int[]), CAST(:concurrency_keys AS text[]),
+        CAST(:parent_ids AS uuid[])
+    ) AS n(
+        id, org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at, priority,
+        concurrency_key, parent_id
+    )""",
+        parents=True,
+    )
+)
+"""INSERT_MANY with the parents' ids. A handler's children travel with its outcome (at most
+:data:`jobs_core.children.CHILDREN_MAX`), so array parameters suffice (no COPY)."""
+
+Rows = Callable[[TextClause, Mapping[str, Any]], list[Any]]
+
+
+def has_children(patches: Sequence[Patch]) -> bool:
+    """Whether any patch of a batch carries children (else the plain finish runs)."""
+    return any(change.children for change in patches)
+
+
+def is_child(specs: Sequence[NewJob]) -> bool:
+    """Whether an enqueue holds a child (its ``parent_id`` must be written)."""
+    return any(spec.parent_id is not None for spec in specs)
+
+
+def insert_children(rows: Rows, specs: Sequence[NewJob], now: datetime) -> list[Job]:
+    """Insert ``specs`` (children: their ``parent_id`` set) with :data:`INSERT_CHILDREN`;
+    the jobs inserted, in input order (those whose dedup key is held are skipped)."""
+    if not specs:
+        return []
+    ids = ascending_uuid7s(len(specs))
+    encoded = [codec.encode_payload(spec.payload) for spec in specs]
+    specs = [
+        spec if doc is spec.payload else dataclasses.replace(spec, payload=doc)
+        for spec, (_, doc) in zip(specs, encoded, strict=True)
+    ]
+    found = rows(
+        INSERT_CHILDREN,
+        {
+            "ids": ids,
+            "org_ids": [s.org_id for s in specs],
+            "types": [s.type for s in specs],
+            "payloads": [payload for payload, _ in encoded],
+            "dedup_keys": [s.dedup_key for s in specs],
+            "dedup_scopes": [s.dedup_scope.value for s in specs],
+            "max_attempts": [s.max_attempts for s in specs],
+            "run_ats": [s.run_at for s in specs],
+            "priorities": [s.priority for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
+            "parent_ids": [s.parent_id for s in specs],
+            "now": now,
+        },
+    )
+    keyed = set(found[0][0] or ())
+    kept = [
+        (spec, job_id)
+        for spec, job_id in zip(specs, ids, strict=True)
+        if spec.dedup_key is None or job_id in keyed
+    ]
+    return domain.new_jobs((spec for spec, _ in kept), (job_id for _, job_id in kept), now)
+
+
+def children_of(patches: Sequence[Patch], finished: Sequence[Job | None]) -> list[NewJob]:
+    """The children the written patches owe (:func:`jobs_core.children.children_due`), each
+    created at its parent's ``finished_at`` (one instant per batch: the patches' ``now``)."""
+    owed: list[NewJob] = []
+    for change, written in zip(patches, finished, strict=True):
+        owed.extend(children_due(change, written))
+    return owed
