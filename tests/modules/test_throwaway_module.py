@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKSPACE_PACKAGES = (
     "packages/jobs-core",
     "packages/jobs-tokens",
+    "packages/jobs-metrics",
     "packages/jobs-postgres",
     "packages/imports",
     "apps/api",
