@@ -11,21 +11,12 @@ import httpx
 import pytest
 from jobs_core import JobService, SystemClock
 from jobs_tokens import TokenStore, issue_token
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.helpers import registry
 from tests.api.server import ApiProcess
+from tests.scrape import samples
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of an exposition by name and sorted labels."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 @pytest.fixture

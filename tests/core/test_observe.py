@@ -19,6 +19,7 @@ class Observed:
     created: list[Job] = field(default_factory=list)
     claims: list[tuple[list[Job], float | None]] = field(default_factory=list)
     ends: list[tuple[list[tuple[str, AttemptRecord]], float | None]] = field(default_factory=list)
+    outages: int = 0
 
     def enqueued(self, jobs: Sequence[Job]) -> None:
         self.created.extend(jobs)
@@ -28,6 +29,9 @@ class Observed:
 
     def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
         self.ends.append((list(ended), seconds))
+
+    def outage_began(self) -> None:
+        self.outages += 1
 
 
 def _service(observer: Observed, clock: FakeClock) -> JobService:

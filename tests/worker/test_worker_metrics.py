@@ -14,8 +14,8 @@ import httpx
 import pytest
 from jobs_core import JobService, Status, SystemClock
 from jobs_worker.demo import registry as demo_registry
-from prometheus_client.parser import text_string_to_metric_families
 
+from tests.scrape import samples
 from tests.worker.helpers import ORG, job_of, wait_until
 from tests.worker.processes import WorkerProcess
 
@@ -23,15 +23,6 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample of an exposition by name and sorted labels."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 @pytest.fixture

@@ -49,6 +49,10 @@ class Observer(Protocol):
         sweep's writes."""
         ...
 
+    def outage_began(self) -> None:
+        """A caller's store calls began failing as an outage (``is_outage``)."""
+        ...
+
 
 class NoObserver:
     """The observer of a service nobody watches."""
@@ -60,4 +64,7 @@ class NoObserver:
         """Nothing."""
 
     def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
+        """Nothing."""
+
+    def outage_began(self) -> None:
         """Nothing."""

@@ -106,16 +106,15 @@ class PrometheusObserver:
             FINISHED.labels(job_type, record.outcome.value).inc()
             ATTEMPT_DURATION.labels(job_type).observe(max(record.duration_s, 0.0))
 
+    def outage_began(self) -> None:
+        """Count one outage of the store."""
+        STORE_OUTAGES.inc()
+
 
 def watch_slots(busy: Callable[[], int], total: int) -> None:
     """Read the busy slots at scrape time (``busy`` is called then, never on the hot path)."""
     SLOTS.set(total)
     SLOTS_BUSY.set_function(busy)
-
-
-def outage_began() -> None:
-    """Count one outage of the store."""
-    STORE_OUTAGES.inc()
 
 
 def serve(port: int, host: str) -> int:

@@ -9,14 +9,11 @@ killed in between leaves neither the outcome nor the children, and the re-run en
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobs_core import codec, domain
 from jobs_core.children import children_due
-from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import Job, NewJob, Patch
 from sqlalchemy import TextClause, text
 
@@ -53,41 +50,29 @@ def is_child(specs: Sequence[NewJob]) -> bool:
     return any(spec.parent_id is not None for spec in specs)
 
 
-def insert_children(rows: Rows, specs: Sequence[NewJob], now: datetime) -> list[Job]:
-    """Insert ``specs`` (children: their ``parent_id`` set) with :data:`INSERT_CHILDREN`;
-    the jobs inserted, in input order (those whose dedup key is held are skipped)."""
-    if not specs:
-        return []
-    ids = ascending_uuid7s(len(specs))
-    encoded = [codec.encode_payload(spec.payload) for spec in specs]
-    specs = [
-        spec if doc is spec.payload else dataclasses.replace(spec, payload=doc)
-        for spec, (_, doc) in zip(specs, encoded, strict=True)
-    ]
-    found = rows(
-        INSERT_CHILDREN,
-        {
-            "ids": ids,
-            "org_ids": [s.org_id for s in specs],
-            "types": [s.type for s in specs],
-            "payloads": [payload for payload, _ in encoded],
-            "dedup_keys": [s.dedup_key for s in specs],
-            "dedup_scopes": [s.dedup_scope.value for s in specs],
-            "max_attempts": [s.max_attempts for s in specs],
-            "run_ats": [s.run_at for s in specs],
-            "priorities": [s.priority for s in specs],
-            "concurrency_keys": [s.concurrency_key for s in specs],
-            "parent_ids": [s.parent_id for s in specs],
-            "now": now,
-        },
-    )
-    keyed = set(found[0][0] or ())
-    kept = [
-        (spec, job_id)
-        for spec, job_id in zip(specs, ids, strict=True)
-        if spec.dedup_key is None or job_id in keyed
-    ]
-    return domain.new_jobs((spec for spec, _ in kept), (job_id for _, job_id in kept), now)
+def array_insert(
+    rows: Rows, specs: Sequence[NewJob], ids: Sequence[Any], payloads: Sequence[str], now: datetime
+) -> list[Any]:
+    """Insert ``specs`` (their ``ids`` and encoded ``payloads``) in one statement of array
+    parameters: :data:`jobs_postgres.sql.INSERT_MANY`, or :data:`INSERT_CHILDREN` when they
+    hold children (their ``parent_id`` written too); the statement's one row."""
+    children = is_child(specs)
+    params = {
+        "ids": ids,
+        "org_ids": [s.org_id for s in specs],
+        "types": [s.type for s in specs],
+        "payloads": payloads,
+        "dedup_keys": [s.dedup_key for s in specs],
+        "dedup_scopes": [s.dedup_scope.value for s in specs],
+        "max_attempts": [s.max_attempts for s in specs],
+        "run_ats": [s.run_at for s in specs],
+        "priorities": [s.priority for s in specs],
+        "concurrency_keys": [s.concurrency_key for s in specs],
+        "now": now,
+    }
+    if children:
+        params["parent_ids"] = [s.parent_id for s in specs]
+    return rows(INSERT_CHILDREN if children else sql.INSERT_MANY, params)
 
 
 def children_of(patches: Sequence[Patch], finished: Sequence[Job | None]) -> list[NewJob]:

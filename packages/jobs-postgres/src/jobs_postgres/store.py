@@ -30,7 +30,7 @@ from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
 from jobs_postgres import claims, flow, sql
-from jobs_postgres.children import children_of, has_children, insert_children, is_child
+from jobs_postgres.children import array_insert, children_of, has_children, is_child
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.operator_rows import OperatorRows
@@ -80,8 +80,7 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
         fresh one, which first looks for that id: a job is never inserted twice.
         """
         if new.parent_id is not None:  # a child (ctx.enqueue): its parent is written too
-            children = insert_children(self._rows, [new], now)
-            return children[0] if children else None
+            return next(iter(self.insert_many([new], now)), None)
         job_id = uuid7()
         payload, document = codec.encode_payload(new.payload)
         params = {
@@ -130,8 +129,6 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
         """
         if not new:
             return []
-        if is_child(new):
-            return insert_children(self._rows, new, now)
         ids = ascending_uuid7s(len(new))
         encoded = [codec.encode_payload(n.payload) for n in new]
         payloads = [text for text, _ in encoded]
@@ -140,26 +137,12 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
             n if doc is n.payload else dataclasses.replace(n, payload=doc)
             for n, (_, doc) in zip(new, encoded, strict=True)
         ]
-        if len(new) >= COPY_UNKEYED_FROM and all(spec.dedup_key is None for spec in new):
+        children = is_child(new)  # at most CHILDREN_MAX: array parameters carry their parents
+        if not children and len(new) >= COPY_UNKEYED_FROM and all(s.dedup_key is None for s in new):
             self._copy_into_jobs(new, ids, payloads, now)
             return domain.new_jobs(new, ids, now)
-        if len(new) < COPY_FROM:
-            rows = self._rows(
-                sql.INSERT_MANY,
-                {
-                    "ids": ids,
-                    "org_ids": [n.org_id for n in new],
-                    "types": [n.type for n in new],
-                    "payloads": payloads,
-                    "dedup_keys": [n.dedup_key for n in new],
-                    "dedup_scopes": [n.dedup_scope.value for n in new],
-                    "max_attempts": [n.max_attempts for n in new],
-                    "run_ats": [n.run_at for n in new],
-                    "priorities": [n.priority for n in new],
-                    "concurrency_keys": [n.concurrency_key for n in new],
-                    "now": now,
-                },
-            )
+        if children or len(new) < COPY_FROM:
+            rows = array_insert(self._rows, new, ids, payloads, now)
         else:
             rows = self._copy_insert(new, ids, payloads, now)
         keyed = set(rows[0][0] or ())
@@ -364,7 +347,7 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
             owed = children_of(patches, done.finished)
             if owed:
                 now = max(c.finished_at for c in patches if c.finished_at is not None)
-                insert_children(self._rows, owed, now)
+                self.insert_many(owed, now)
             return done
         return self._complete(patches, claim_next)
 

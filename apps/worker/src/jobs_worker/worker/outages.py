@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from jobs_core.errors import is_outage
+from jobs_core.observe import Observer
 from jobs_core.retry import exponential
 from jobs_core.runner import short_error
 
@@ -21,8 +22,9 @@ log = logging.getLogger("jobs.worker")
 class Retry:
     """Exponential backoff of one loop's store calls, logging the outage and the recovery."""
 
-    def __init__(self, operation: str, initial_s: float, cap_s: float) -> None:
+    def __init__(self, operation: str, initial_s: float, cap_s: float, observer: Observer) -> None:
         self.operation = operation
+        self._observer = observer
         self._delay = exponential(initial_s, 2.0, cap_s)
         self.failures = 0
 
@@ -32,9 +34,7 @@ class Retry:
         delay = self._delay(self.failures)
         outage = is_outage(error)
         if outage and self.failures == 1:
-            import jobs_metrics  # here, not at start-up: imported only when it has to count
-
-            jobs_metrics.outage_began()
+            self._observer.outage_began()
         log_event(
             log,
             logging.WARNING if outage else logging.ERROR,

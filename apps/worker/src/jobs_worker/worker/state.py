@@ -142,7 +142,12 @@ class Shared:
 
     def retry(self, operation: str) -> Retry:
         """A backoff for the store calls named ``operation``, paced by the config."""
-        return Retry(operation, self.config.backoff_initial_s, self.config.backoff_cap_s)
+        return Retry(
+            operation,
+            self.config.backoff_initial_s,
+            self.config.backoff_cap_s,
+            self.service.observer,
+        )
 
     def forget(self, attempts: list[Attempt]) -> None:
         """The attempts are no longer this worker's (written, abandoned or handed back)."""
