@@ -138,6 +138,10 @@ class JobService:
         )
         if dedup_keys is not None and len(dedup_keys) != len(specs):
             raise ValueError("dedup_keys must have one entry per payload")
+        return self._insert_many(specs)
+
+    def _insert_many(self, specs: Sequence[NewJob]) -> list[Job]:
+        """One bulk insert of ``specs``, the jobs created told to the observer."""
         jobs = self.store.insert_many(specs, self.clock.now())
         self.observer.enqueued(jobs)
         return jobs
@@ -148,7 +152,7 @@ class JobService:
         bulk insert (those whose key is held are skipped)."""
         if len(specs) == 1:
             return [self.enqueue_new(specs[0]).job]
-        return self.store.insert_many(specs, self.clock.now())
+        return self._insert_many(specs)
 
     # -- org-scoped reads and actions ---------------------------------------------------------
     def get(self, org_id: str, job_id: uuid.UUID) -> Job:
