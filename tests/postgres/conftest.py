@@ -72,6 +72,9 @@ def history_template(pg_server: str) -> Iterator[str]:
         url = with_database(pg_server, name)
         migrations.upgrade(url)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+            # without the insert trigger's event rows (a million more rows no plan test reads):
+            # the fill takes ~15 s instead of ~21 s
+            conn.execute("SET session_replication_role = replica")
             conn.execute(_HISTORY_FILL, {"history": HISTORY})
             conn.execute("ANALYZE jobs")
         yield name
