@@ -6,6 +6,7 @@
 // the server for anything: the one interval below only redraws ages and running durations.
 
 import { api, signedOut } from "./api.js";
+import { renderAttempts } from "./attempts.js";
 import { PayloadFields } from "./form.js";
 import { QuotaNote } from "./quota.js";
 import { age, duration, shortId, stamp } from "./format.js";
@@ -178,6 +179,7 @@ export function renderDetail(job) {
     h("span", { className: "when mono", text: stamp(at) }),
     h("span", { className: "what", text: what }),
     h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
+  renderAttempts($("#detail-attempts"), job, () => readDetail(job.id));
   $("#detail-payload").textContent = json(job.payload);
   const trace = traceback(job);
   // The traceback reads as text under Error, not as one escaped JSON string here as well.
@@ -201,6 +203,11 @@ export async function openDetail(id) {
   if (known) renderDetail(known);
   const dialog = $("#detail");
   if (!dialog.open) dialog.showModal();
+  await readDetail(id);
+}
+
+/** The job read alone (with its attempts and why it waits), drawn if its detail is still open. */
+async function readDetail(id) {
   try {
     const job = await api.getJob(id);
     if (state.detailId === id) renderDetail(job);
