@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from jobs_core.quotas import DEFAULT_QUOTAS
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -17,6 +17,11 @@ class ApiSettings(BaseSettings):
 
     - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
       ``JOBS_DATA_DIR`` is used (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_DATABASE_POOLER``: ``none`` (default) or ``transaction`` when ``JOBS_DATABASE_URL``
+      is PgBouncer in transaction pooling mode (read by ``jobs_postgres.database.pooler_mode``).
+    - ``JOBS_READ_DATABASE_URL``: a streaming standby of that server; the org's job reads (list,
+      detail, counts) and the event stream's replays go there, an org's reads to the primary
+      until the standby has replayed its own last write (docs/scaling.md). Unset: the primary.
     - ``JOBS_STORE``: ``postgres`` (the default, the deployable) or ``memory`` (a throwaway store,
       for trying the API or testing it without a database).
     - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
@@ -51,6 +56,7 @@ class ApiSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    read_database_url: str | None = None
     data_dir: Path = Path(".data")
     store: Literal["postgres", "memory"] = "postgres"
     demo_types: bool = False
@@ -85,6 +91,18 @@ class ApiSettings(BaseSettings):
     quota_enqueue_rate: float = Field(default=DEFAULT_QUOTAS.enqueue_rate, gt=0)
     quota_enqueue_burst: int = Field(default=DEFAULT_QUOTAS.enqueue_burst, ge=1)
     quota_refresh_s: float = Field(default=1.0, ge=0, le=60)
+
+    @model_validator(mode="after")
+    def _check_database_urls(self) -> ApiSettings:
+        from jobs_postgres.database import pooler_mode, sqlalchemy_url
+
+        pooler_mode()  # a bad JOBS_DATABASE_POOLER fails at start, saying what to use
+        if self.read_database_url is not None:
+            try:
+                sqlalchemy_url(self.read_database_url)
+            except ValueError as error:
+                raise ValueError(f"JOBS_READ_DATABASE_URL: {error}") from None
+        return self
 
     @field_validator("handlers_dir", mode="before")
     @classmethod

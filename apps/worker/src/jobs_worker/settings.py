@@ -19,6 +19,11 @@ class WorkerSettings(BaseSettings):
 
     - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
       ``JOBS_DATA_DIR`` (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_DATABASE_POOLER``: ``none`` (default) or ``transaction`` when ``JOBS_DATABASE_URL``
+      is PgBouncer in transaction pooling mode (docs/scaling.md).
+    - ``JOBS_DIRECT_DATABASE_URL``: the server itself, for the one connection that needs a
+      session (the LISTEN of wake-ups); unset behind a pooler in transaction mode, the worker
+      polls every ``JOBS_POLL_INTERVAL_S`` instead (logged at start).
     - ``JOBS_CONCURRENCY``: slots, i.e. jobs run at once by this process (1: docs/contract.md §4).
     - ``JOBS_HEARTBEAT_S``: how often every running job's ``progress.updated_at`` is refreshed.
     - ``JOBS_SWEEP_INTERVAL_S`` / ``JOBS_SWEEP_THRESHOLD_S``: how often zombies are looked for, and
@@ -68,6 +73,7 @@ class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    direct_database_url: str | None = None
     data_dir: Path = Path(".data")
     concurrency: int = Field(default=1, ge=1, le=1000)
     heartbeat_s: float = Field(default=30.0, gt=0)
@@ -120,6 +126,20 @@ class WorkerSettings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_pooler(self) -> WorkerSettings:
+        """``JOBS_DATABASE_POOLER`` is a mode (read by ``jobs_postgres.database.pooler_mode``)
+        and ``JOBS_DIRECT_DATABASE_URL`` a database URL: checked at start, not at first use."""
+        from jobs_postgres.database import pooler_mode, sqlalchemy_url
+
+        pooler_mode()
+        if self.direct_database_url is not None:
+            try:
+                sqlalchemy_url(self.direct_database_url)
+            except ValueError as error:
+                raise ValueError(f"JOBS_DIRECT_DATABASE_URL: {error}") from None
+        return self
 
     @model_validator(mode="after")
     def _check_lease_timing(self) -> WorkerSettings:
