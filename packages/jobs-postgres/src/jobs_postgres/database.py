@@ -157,6 +157,7 @@ def create_engine(
     *,
     session_settings: Mapping[str, str] | None = None,
     check_connections: bool = True,
+    pooler: str | None = None,
     **options: Any,
 ) -> sqlalchemy.Engine:
     """A SQLAlchemy engine on ``url`` with the psycopg 3 driver.
@@ -169,14 +170,15 @@ def create_engine(
     - every session runs in UTC, so timestamps come back as UTC datetimes;
     - ``session_settings``: more settings every session starts with (``SET name = value``,
       sent once at connect time, e.g. :data:`WORKER_SESSION_SETTINGS`);
-    - behind a pooler in transaction mode (``JOBS_DATABASE_POOLER=transaction``), no session
-      setting is sent and no statement prepared (:func:`startup_connect_args`);
+    - behind a pooler in transaction mode (``pooler``, else ``JOBS_DATABASE_POOLER``:
+      ``transaction``), no session setting is sent and no statement prepared
+      (:func:`startup_connect_args`);
     - the pool hands out its most recently returned connection first (``pool_use_lifo``): a
       connection FIFO order would hand out has often sat idle past the ping threshold;
     - ``options`` override the defaults (e.g. ``pool_size``; ``pool_pre_ping=True`` still
       pings on every checkout).
     """
-    pooler = pooler_mode()
+    pooler = pooler_mode() if pooler is None else pooler
     settings: dict[str, Any] = {
         "pool_size": 10,
         "max_overflow": 20,
@@ -252,9 +254,9 @@ def _has_input(dbapi_connection: Any) -> bool:
     return bool(readable)
 
 
-def create_unpooled_engine(url: str) -> sqlalchemy.Engine:
+def create_unpooled_engine(url: str, pooler: str | None = None) -> sqlalchemy.Engine:
     """An engine whose connections close when released, for one-off work (migrations)."""
-    pooler = pooler_mode()
+    pooler = pooler_mode() if pooler is None else pooler
     engine = sqlalchemy.create_engine(
         sqlalchemy_url(url),
         poolclass=NullPool,
