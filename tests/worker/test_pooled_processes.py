@@ -104,7 +104,8 @@ def test_four_workers_through_the_pooler_run_each_job_once_on_the_pools_connecti
         for worker in workers:
             worker.wait_started()
         for worker in workers:  # each woken by LISTEN on its own direct connection
-            wait_until(lambda w=worker: _listening(direct, w.app_name), 30, "the worker's LISTEN")
+            name = worker.app_name
+            wait_until(lambda: _listening(direct, name), 30, "the worker's LISTEN")  # noqa: B023
         service.enqueue_many(ORG, "record", [{"n": n} for n in range(1000)])
         wait_until(lambda: _remaining(pooled_engine) == 0, 120, "the queue to drain")
         assert _executions(pooled_engine) == (1000, 1000)
