@@ -274,25 +274,41 @@ class Bouncer:
                 "ignore_startup_parameters = extra_float_digits\n"
                 f"logfile = {self.root / 'pgbouncer.log'}\n"
                 "log_connections = 0\nlog_disconnections = 0\n"
+                + (f"user = {SERVER_USER}\n" if os.geteuid() == 0 else "")
             )
             _give(self.root)
+            # Run as root, pgbouncer drops to ``user`` itself (same process: killing it by its
+            # id ends it; a ``runuser`` in between would leave it orphaned on a kill).
             process = subprocess.Popen(
-                _as_server_user([executable, str(config)]),
+                [executable, str(config)],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
             )
             self.port = port
-            try:
-                wait_until_accepting(self.url(), timeout_s=10)
-            except psycopg.OperationalError:
+            if self._serving(process):
+                self._process = process
+                return
+            if process.poll() is None:
                 process.kill()
-                process.wait()
-                if process.returncode is not None and _free(port):
-                    raise  # it could bind but not serve: not a port clash
-                continue
-            self._process = process
-            return
+            process.wait()
         raise RuntimeError(f"no free port for pgbouncer in {list(PORTS)} (see {self.root})")
+
+    def _serving(self, process: subprocess.Popen[bytes]) -> bool:
+        """True once ``process`` answers on ``self.port``; False if it exited (the port was
+        taken meanwhile). A pooler that cannot bind its TCP port does not exit (it serves its
+        unix socket), and another session's pooler may answer on that port: the admin console
+        names the socket directory of the pooler that answered."""
+        deadline = time.monotonic() + 10
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                with psycopg.connect(self.url("pgbouncer"), autocommit=True) as conn:
+                    cursor = psycopg.ClientCursor(conn)
+                    cursor.execute("SHOW CONFIG")
+                    settings = {row[0]: row[1] for row in cursor.fetchall()}
+                return settings.get("unix_socket_dir") == str(self.root)
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        return False
 
     def url(self, database: str = "postgres") -> str:
         """The URL of ``database`` through the pooler."""
