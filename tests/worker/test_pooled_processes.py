@@ -127,6 +127,9 @@ def test_without_a_direct_url_the_worker_polls_and_says_so(
     worker = spawn(pooled_url, JOBS_CONCURRENCY="2", JOBS_POLL_INTERVAL_S="0.2")
     worker.wait_started()
     assert "polls every 0.2 s (JOBS_POLL_INTERVAL_S)" in worker.log()
+    # and what the role must carry instead of the session settings it could not send
+    assert "ALTER ROLE <worker role> SET enable_bitmapscan = 'off'" in worker.log()
+    assert "SET timezone = 'UTC'" in worker.log()
     service.enqueue_many(ORG, "record", [{"n": n} for n in range(50)])
     wait_until(lambda: _remaining(pooled_engine) == 0, 60, "the queue to drain by polling")
     assert _executions(pooled_engine) == (50, 50)

@@ -11,6 +11,7 @@ dependency-injector's containers cost the worker half of its start-up).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -56,6 +57,8 @@ def _engine(
     settings = {**planner, **bounded_session_settings(store_timeout_s * 0.8)}
     if not synchronous_commit:
         settings["synchronous_commit"] = "off"
+    if for_store:
+        _say_what_the_role_needs(settings)
     engine = create_engine(
         url,
         pool_pre_ping=False,
@@ -65,6 +68,23 @@ def _engine(
     )
     abort_stuck_calls(engine, store_timeout_s)
     return engine
+
+
+def _say_what_the_role_needs(settings: Mapping[str, str]) -> None:
+    """Behind a pooler in transaction mode, log the session settings not sent, as the
+    ``ALTER ROLE`` statements that give them to the worker's role (docs/scaling.md)."""
+    from jobs_postgres.database import pooler_mode, session_settings_left_out
+
+    if pooler_mode() != "transaction":
+        return
+    # plan_cache_mode only matters to prepared statements, which a pooled session never makes
+    left = {k: v for k, v in session_settings_left_out(settings).items() if k != "plan_cache_mode"}
+    statements = "; ".join(f"ALTER ROLE <worker role> SET {k} = '{v}'" for k, v in left.items())
+    logging.getLogger("jobs.worker").info(
+        "behind a pooler in transaction mode (JOBS_DATABASE_POOLER): no session setting is sent;"
+        " give them to the worker's role (docs/scaling.md): %s",
+        statements,
+    )
 
 
 def _connect_args(store_timeout_s: float, session: Mapping[str, str]) -> dict[str, Any]:
