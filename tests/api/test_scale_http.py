@@ -65,6 +65,7 @@ def replica_world(standby: Standby) -> Iterator[tuple[World, Standby]]:
 
 
 @pytest.mark.replica
+@pytest.mark.xdist_group("standby")  # one primary and standby for the session's replica tests
 def test_reads_come_from_the_standby_except_an_orgs_own_writes_until_replayed(
     replica_world: tuple[World, Standby],
 ) -> None:
@@ -95,6 +96,7 @@ def test_reads_come_from_the_standby_except_an_orgs_own_writes_until_replayed(
 
 
 @pytest.mark.replica
+@pytest.mark.xdist_group("standby")
 def test_a_resume_under_replica_lag_loses_no_event_and_repeats_none(
     replica_world: tuple[World, Standby],
 ) -> None:

@@ -15,6 +15,7 @@ pytestmark = [pytest.mark.postgres]
 
 
 @pytest.mark.pooler
+@pytest.mark.slow
 def test_migrate_enqueue_ls_show_cancel_through_the_pooler(
     pooled_url: str, pooled_engine: object, tmp_path: Path
 ) -> None:

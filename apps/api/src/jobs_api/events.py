@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
+from jobs_core import StoreUnavailable
 from jobs_core.events import EventFeed, Position, Present
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
@@ -272,7 +273,14 @@ async def _replay(
     cursor = after
     feed = history if history is not None else hub.feed
     while True:
-        batch = await run_in_threadpool(feed.read, cursor, REPLAY_PAGE, subscriber.org_id)
+        try:
+            batch = await run_in_threadpool(feed.read, cursor, REPLAY_PAGE, subscriber.org_id)
+        except StoreUnavailable as error:
+            if feed is hub.feed:
+                raise
+            log.warning("the standby cannot be read (%s): the replay reads the primary", error)
+            feed = hub.feed
+            continue
         frames = []
         for event in batch.events:
             seen = newest.get(event.job.id)
