@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Literal
 
 from jobs_core.quotas import DEFAULT_QUOTAS
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIB = 1024 * 1024
@@ -56,6 +56,7 @@ class ApiSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    database_pooler: str = "none"
     read_database_url: str | None = None
     data_dir: Path = Path(".data")
     store: Literal["postgres", "memory"] = "postgres"
@@ -92,17 +93,24 @@ class ApiSettings(BaseSettings):
     quota_enqueue_burst: int = Field(default=DEFAULT_QUOTAS.enqueue_burst, ge=1)
     quota_refresh_s: float = Field(default=1.0, ge=0, le=60)
 
-    @model_validator(mode="after")
-    def _check_database_urls(self) -> ApiSettings:
-        from jobs_postgres.database import pooler_mode, sqlalchemy_url
+    @field_validator("database_pooler")
+    @classmethod
+    def _check_pooler_mode(cls, value: str) -> str:
+        """One of ``jobs_postgres.database.POOLER_MODES`` (the one reader of the variable,
+        ``pooler_mode``, which every engine asks): a wrong one fails at start."""
+        from jobs_postgres.database import POOLER_ENV, pooler_mode
 
-        pooler_mode()  # a bad JOBS_DATABASE_POOLER fails at start, saying what to use
-        if self.read_database_url is not None:
-            try:
-                sqlalchemy_url(self.read_database_url)
-            except ValueError as error:
-                raise ValueError(f"JOBS_READ_DATABASE_URL: {error}") from None
-        return self
+        return pooler_mode({POOLER_ENV: value})
+
+    @field_validator("read_database_url")
+    @classmethod
+    def _check_read_url(cls, value: str | None) -> str | None:
+        """A database URL, checked at start rather than at the first read."""
+        from jobs_postgres.database import sqlalchemy_url
+
+        if value is not None:
+            sqlalchemy_url(value)
+        return value
 
     @field_validator("handlers_dir", mode="before")
     @classmethod

@@ -73,6 +73,7 @@ class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    database_pooler: str = "none"
     direct_database_url: str | None = None
     data_dir: Path = Path(".data")
     concurrency: int = Field(default=1, ge=1, le=1000)
@@ -127,19 +128,24 @@ class WorkerSettings(BaseSettings):
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
 
-    @model_validator(mode="after")
-    def _check_pooler(self) -> WorkerSettings:
-        """``JOBS_DATABASE_POOLER`` is a mode (read by ``jobs_postgres.database.pooler_mode``)
-        and ``JOBS_DIRECT_DATABASE_URL`` a database URL: checked at start, not at first use."""
-        from jobs_postgres.database import pooler_mode, sqlalchemy_url
+    @field_validator("database_pooler")
+    @classmethod
+    def _check_pooler_mode(cls, value: str) -> str:
+        """One of ``jobs_postgres.database.POOLER_MODES`` (the one reader of the variable,
+        ``pooler_mode``, which every engine asks): a wrong one fails at start."""
+        from jobs_postgres.database import POOLER_ENV, pooler_mode
 
-        pooler_mode()
-        if self.direct_database_url is not None:
-            try:
-                sqlalchemy_url(self.direct_database_url)
-            except ValueError as error:
-                raise ValueError(f"JOBS_DIRECT_DATABASE_URL: {error}") from None
-        return self
+        return pooler_mode({POOLER_ENV: value})
+
+    @field_validator("direct_database_url")
+    @classmethod
+    def _check_direct_url(cls, value: str | None) -> str | None:
+        """A database URL, checked at start rather than at the first LISTEN."""
+        from jobs_postgres.database import sqlalchemy_url
+
+        if value is not None:
+            sqlalchemy_url(value)
+        return value
 
     @model_validator(mode="after")
     def _check_lease_timing(self) -> WorkerSettings:
