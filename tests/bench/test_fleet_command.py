@@ -61,3 +61,11 @@ def test_bench_fleet_tiny_runs_every_job_once_direct_and_pooled(tmp_path: Path) 
     for found in results["ceiling"].values():
         assert [s["workers"] for s in found["steps"]] == [1, 2]
     assert "## The ceiling" in Path(paths["md"]).read_text()
+
+
+def test_what_cannot_be_made_here_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reason a skipped pooler or replica test shows in the summary."""
+    monkeypatch.setattr(cluster, "pgbouncer", lambda: None)
+    monkeypatch.setattr(cluster, "bindir", lambda: None)
+    assert cluster.missing(pooler=True) == "pgbouncer is not installed (apt-get install pgbouncer)"
+    assert "server binaries" in (cluster.missing(server=True) or "")
