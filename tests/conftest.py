@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
+pytest_plugins = ["tests.pooling"]  # the pooler's and the standby's fixtures
+
 TEST_DATABASE_ENV = "JOBS_TEST_DATABASE_URL"
 XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
 

@@ -13,6 +13,10 @@ ENVIRONMENT_HELP = """\
 environment (prefix JOBS_; an option given on the command line wins):
   JOBS_DATABASE_URL       PostgreSQL URL; unset: the embedded server whose data is in JOBS_DATA_DIR
   JOBS_DATA_DIR           the embedded server's data directory (default: .data)
+  JOBS_DATABASE_POOLER    none (default) or transaction: JOBS_DATABASE_URL is PgBouncer in
+                          transaction mode (docs/scaling.md)
+  JOBS_DIRECT_DATABASE_URL the server itself, for the LISTEN of wake-ups behind a pooler; unset
+                          there, the worker polls every JOBS_POLL_INTERVAL_S
   JOBS_CONCURRENCY        --concurrency        JOBS_HEARTBEAT_S       --heartbeat
   JOBS_SWEEP_INTERVAL_S   --sweep-interval     JOBS_SWEEP_THRESHOLD_S --sweep-threshold
   JOBS_POLL_INTERVAL_S    --poll-interval      JOBS_CANCEL_CHECK_S    --cancel-check
