@@ -22,6 +22,7 @@ from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
 from jobs_core.history import AttemptRecord
 from jobs_core.hooks import call_end_hook
 from jobs_core.observe import NoObserver, Observer
+from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
 from jobs_core.waiting import WaitReason, why_waiting
@@ -211,6 +212,23 @@ class JobService:
             )
         if not self.store.delete(org_id, job_id):
             raise JobNotFound()
+
+    # -- paused types (operators) -------------------------------------------------------------
+    def pause_type(self, type_name: str, by: str) -> TypePause:
+        """Pause a registered type for every org (:mod:`jobs_core.pauses`): its queued jobs
+        stay queued and no claim takes them until :meth:`resume_type`. Raises
+        :class:`~jobs_core.errors.UnknownJobType` for a type this registry does not know."""
+        self.registry.get(type_name)
+        return self.store.pause(type_name, by, self.clock.now())
+
+    def resume_type(self, type_name: str) -> bool:
+        """Resume a paused type (any name: a type no longer registered can still be resumed);
+        False if it was not paused."""
+        return self.store.resume(type_name)
+
+    def paused_types(self) -> dict[str, TypePause]:
+        """The paused types by name."""
+        return {pause.type: pause for pause in self.store.paused()}
 
     # -- worker side --------------------------------------------------------------------------
     def claim(self, limit: int, types: Sequence[str] | None = None) -> list[Job]:

@@ -34,6 +34,7 @@ from jobs_postgres.children import array_insert, children_of, has_children, is_c
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.operator_rows import OperatorRows
+from jobs_postgres.pauses import TypePauseRows
 from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
     STATUS_OF,
@@ -54,7 +55,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises
@@ -270,7 +271,7 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
             "live_after": live_after(now),
         }
         row = self._on_driver(lambda execute, _: execute(flow.waiting_facts(), params))
-        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]), bool(row[4]))
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and
