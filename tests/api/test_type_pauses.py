@@ -26,7 +26,7 @@ def container(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Cont
     """The app's container with the operator org ``ops``, on each adapter."""
     store = request.param
     built = build_container(
-        ApiSettings(store=store, operator_orgs="ops"),  # type: ignore[arg-type]
+        ApiSettings(store=store, operator_orgs="ops"),
         [make_registry()],
     )
     if store == "postgres":

@@ -60,7 +60,7 @@ def types(args: argparse.Namespace, settings: CliSettings) -> int:
         counts = service.store.active_counts(now)
         registry = service.registry
         names = sorted(set(registry.names()) | set(pauses))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in names:
         pause = pauses.get(name)
         rows.append(
