@@ -30,6 +30,7 @@ from jobs_tokens import (
 from jobs_api.event_hub import EventHub
 from jobs_api.settings import ApiSettings
 from jobs_api.stream_limits import StreamLimits
+from jobs_api.tracing import api_tracer
 
 if TYPE_CHECKING:
     from jobs_core import Clock
@@ -220,6 +221,9 @@ class Container(containers.DeclarativeContainer):
     """The job types the API accepts (only the ``public`` ones over HTTP): the deployable's
     and the served modules'."""
 
+    tracer = providers.ThreadSafeSingleton(api_tracer, config.tracing, config.tracing_org)
+    """Spans of the enqueues (``JOBS_TRACING``, decision 0039); tests override it."""
+
     service_registry = registry
     service = providers.ThreadSafeSingleton(
         JobService,
@@ -227,6 +231,7 @@ class Container(containers.DeclarativeContainer):
         registry=service_registry,
         clock=clock,
         observer=providers.Factory(PrometheusObserver),
+        tracer=tracer,
     )
 
     quota_store = providers.Selector(

@@ -25,6 +25,7 @@ from jobs_core.observe import NoObserver, Observer
 from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
+from jobs_core.tracing import NO_TRACER, Tracer
 from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
@@ -63,8 +64,11 @@ class JobService:
         fair_claim: bool = FAIR_CLAIM_DEFAULT,
         worker: str | None = None,
         observer: Observer | None = None,
+        tracer: Tracer = NO_TRACER,
     ) -> None:
         self.store = store
+        # Spans of enqueues (decision 0039); the worker makes the spans of attempts.
+        self.tracer = tracer
         # Told of enqueues, claims and ends of attempts, after each store call (the metrics).
         self.observer: Observer = observer or NoObserver()
         # Who runs the attempts this service ends (``host:pid``), for their records.
@@ -84,6 +88,7 @@ class JobService:
             fair_claim=self.fair_claim,
             worker=self.worker,
             observer=self.observer,
+            tracer=self.tracer,
         )
 
     # -- enqueue ------------------------------------------------------------------------------
@@ -110,6 +115,14 @@ class JobService:
 
     def enqueue_new(self, new: NewJob) -> Enqueued:
         """Enqueue an already resolved :class:`NewJob` (the dedup loop of docs/contract.md §3)."""
+        if not self.tracer.enabled:
+            return self._enqueue_new(new)
+        with self.tracer.producing([new]) as span:
+            enqueued = self._enqueue_new(span.specs[0])
+            span.created([enqueued.job if enqueued.created else None])
+            return enqueued
+
+    def _enqueue_new(self, new: NewJob) -> Enqueued:
         for _ in range(ENQUEUE_TRIES):
             job = self.store.insert(new, self.clock.now())
             if job is not None:
@@ -142,8 +155,14 @@ class JobService:
         return self._insert_many(specs)
 
     def _insert_many(self, specs: Sequence[NewJob]) -> list[Job]:
-        """One bulk insert of ``specs``, the jobs created told to the observer."""
-        jobs = self.store.insert_many(specs, self.clock.now())
+        """One bulk insert of ``specs``, the jobs created told to the observer (and, tracing,
+        made in one producer span)."""
+        if not self.tracer.enabled:
+            jobs = self.store.insert_many(specs, self.clock.now())
+        else:
+            with self.tracer.producing(specs) as span:
+                jobs = self.store.insert_many(span.specs, self.clock.now())
+                span.created(jobs)
         self.observer.enqueued(jobs)
         return jobs
 
