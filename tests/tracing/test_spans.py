@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,52 +21,24 @@ from jobs_api.settings import ApiSettings
 from jobs_core import (
     FakeClock,
     InMemoryJobStore,
-    JobContext,
     JobFilter,
     JobService,
-    JobType,
-    Registry,
     Status,
 )
 from jobs_tokens import issue_token
 from jobs_tracing import OtelTracer
 from jobs_worker.worker import Worker
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from tests.tracing.helpers import CALLER_SPAN, ORG, TRACE_ID, TRACEPARENT, named, registry
 from tests.worker.helpers import FAST, running, wait_until
 
 pytestmark = pytest.mark.anyio
 
 ADAPTERS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
-ORG = "org-t"
-TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
-CALLER_SPAN = "00f067aa0ba902b7"
-TRACEPARENT = f"00-{TRACE_ID}-{CALLER_SPAN}-01"
-
-
-class Boom(Exception):
-    """What the failing handler raises."""
-
-
-def _registry() -> Registry:
-    registry = Registry("tracing-tests")
-
-    def ok(ctx: JobContext) -> Mapping[str, Any]:
-        return {"ok": True}
-
-    def boom(ctx: JobContext) -> None:
-        raise Boom("the handler broke")
-
-    def parent(ctx: JobContext) -> None:
-        ctx.enqueue("ok", {"child": 1})
-
-    registry.register(JobType("ok", ok, public=True))
-    registry.register(JobType("boom", boom, public=True))
-    registry.register(JobType("parent", parent, public=True))
-    return registry
 
 
 class _Polling:
@@ -101,7 +73,7 @@ def _container(
     request: pytest.FixtureRequest, tracer: OtelTracer | None, **settings: Any
 ) -> Iterator[Container]:
     store = request.param
-    built = build_container(ApiSettings(store=store, **settings), [_registry()])
+    built = build_container(ApiSettings(store=store, **settings), [registry()])
     if store == "postgres":
         built.engine.override(providers.Object(request.getfixturevalue("pg_engine")))
     built.clock.override(providers.Object(FakeClock()))
@@ -149,15 +121,11 @@ def _drain(service: JobService, count: int) -> None:
 EVERY = JobFilter(limit=10_000)
 
 
-def _named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [span for span in exporter.get_finished_spans() if span.name == name]
-
-
 async def test_a_request_s_trace_goes_through_the_enqueue_to_the_worker_s_attempt(
     container: Container, exporter: InMemorySpanExporter
 ) -> None:
     job = await _post(container, {"type": "ok"}, traceparent=TRACEPARENT)
-    [create] = _named(exporter, "create ok")
+    [create] = named(exporter, "create ok")
     assert create.kind is SpanKind.PRODUCER
     assert create.parent is not None
     assert format(create.context.trace_id, "032x") == TRACE_ID
@@ -177,7 +145,7 @@ async def test_a_request_s_trace_goes_through_the_enqueue_to_the_worker_s_attemp
     )
 
     _drain(service, 1)
-    [process] = _named(exporter, "process ok")
+    [process] = named(exporter, "process ok")
     assert process.kind is SpanKind.CONSUMER
     assert process.parent is not None
     assert process.parent.span_id == create.context.span_id
@@ -198,7 +166,7 @@ async def test_a_failed_attempt_is_an_error_with_its_exception(
 ) -> None:
     await _post(container, {"type": "boom"})
     _drain(container.service(), 1)
-    [process] = _named(exporter, "process boom")
+    [process] = named(exporter, "process boom")
     assert process.status.status_code is StatusCode.ERROR
     assert "the handler broke" in (process.status.description or "")
     [event] = [e for e in process.events if e.name == "exception"]
@@ -206,7 +174,7 @@ async def test_a_failed_attempt_is_an_error_with_its_exception(
     assert attributes["exception.type"] == "Boom"
     assert "the handler broke" in str(attributes["exception.message"])
     assert "raise Boom" in str(attributes["exception.stacktrace"])
-    [create] = _named(exporter, "create boom")
+    [create] = named(exporter, "create boom")
     assert create.parent is None  # no traceparent: the enqueue starts the trace
     assert process.parent is not None
     assert process.parent.span_id == create.context.span_id
@@ -217,11 +185,11 @@ async def test_a_child_gets_its_own_create_span_inside_its_parent_s_attempt(
 ) -> None:
     await _post(container, {"type": "parent"})
     _drain(container.service(), 2)
-    [parent] = _named(exporter, "process parent")
-    [create_child] = [s for s in _named(exporter, "create ok") if s.parent is not None]
+    [parent] = named(exporter, "process parent")
+    [create_child] = [s for s in named(exporter, "create ok") if s.parent is not None]
     assert create_child.parent is not None
     assert create_child.parent.span_id == parent.context.span_id
-    [child] = _named(exporter, "process ok")
+    [child] = named(exporter, "process ok")
     assert child.parent is not None
     assert child.parent.span_id == create_child.context.span_id
     assert child.context.trace_id == parent.context.trace_id
@@ -235,7 +203,7 @@ def test_a_bulk_enqueue_is_one_send_span_every_job_carries(
     keys = [f"k{i}" for i in range(size)] if size > 2_000 else None
     service = container.service()
     jobs = service.enqueue_many(ORG, "ok", [{"i": i} for i in range(size)], dedup_keys=keys)
-    [send] = _named(exporter, "send ok")
+    [send] = named(exporter, "send ok")
     assert send.kind is SpanKind.PRODUCER
     attributes = dict(send.attributes or {})
     assert attributes["messaging.batch.message_count"] == size
@@ -249,9 +217,9 @@ def test_a_bulk_enqueue_is_one_send_span_every_job_carries(
 def test_the_org_is_an_attribute_only_when_asked(
     provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:
-    service = JobService(InMemoryJobStore(), _registry(), tracer=OtelTracer(provider, org=True))
+    service = JobService(InMemoryJobStore(), registry(), tracer=OtelTracer(provider, org=True))
     service.enqueue(ORG, "ok")
-    [create] = _named(exporter, "create ok")
+    [create] = named(exporter, "create ok")
     assert dict(create.attributes or {})["jobs.org_id"] == ORG
 
 

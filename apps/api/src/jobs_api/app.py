@@ -10,6 +10,7 @@ import uvicorn
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi_offline import FastAPIOffline
+from jobs_core.tracing import use_process_tracer
 from jobs_metrics import watch_streams
 
 from jobs_api.api_docs import install_redoc
@@ -138,6 +139,8 @@ def create_app(container: Container | None = None) -> FastAPI:
     tracer = container.tracer()
     if tracer.enabled:  # the request's trace context around the enqueue (decision 0039)
         app.add_middleware(ContinueTrace, tracer=tracer)
+        if container.config.tracing():  # JOBS_TRACING=1: the modules' services trace too
+            use_process_tracer(tracer)
     app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
     app.include_router(router)
     app.include_router(job_types_router)

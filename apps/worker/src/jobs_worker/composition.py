@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs_core import Clock, JobService, JobStore, Registry, SystemClock, Wakeup
 from jobs_core.observe import Observer
-from jobs_core.tracing import NO_TRACER, Tracer
+from jobs_core.tracing import NO_TRACER, Tracer, use_process_tracer
 
 from jobs_worker.worker import Worker, WorkerConfig
 
@@ -201,7 +201,9 @@ class Composition:
             return NO_TRACER
         from jobs_tracing import OtelTracer
 
-        return OtelTracer(org=self.settings.tracing_org)
+        tracer = OtelTracer(org=self.settings.tracing_org)
+        use_process_tracer(tracer)  # the children a module's service enqueues are traced too
+        return tracer
 
     def _observer(self) -> Observer | None:
         """The metrics' observer when they are served (``--metrics-port``); otherwise none, and

@@ -25,7 +25,7 @@ from jobs_core.observe import NoObserver, Observer
 from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
-from jobs_core.tracing import NO_TRACER, Tracer
+from jobs_core.tracing import Tracer, process_tracer
 from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
@@ -64,11 +64,12 @@ class JobService:
         fair_claim: bool = FAIR_CLAIM_DEFAULT,
         worker: str | None = None,
         observer: Observer | None = None,
-        tracer: Tracer = NO_TRACER,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
-        # Spans of enqueues (decision 0039); the worker makes the spans of attempts.
-        self.tracer = tracer
+        # Spans of enqueues (decision 0039; None: the process's, off unless the deployable
+        # turned it on); the worker makes the spans of attempts.
+        self.tracer: Tracer = tracer if tracer is not None else process_tracer()
         # Told of enqueues, claims and ends of attempts, after each store call (the metrics).
         self.observer: Observer = observer or NoObserver()
         # Who runs the attempts this service ends (``host:pid``), for their records.

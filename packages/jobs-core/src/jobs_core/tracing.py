@@ -102,4 +102,20 @@ class NoTracer:
 
 
 NO_TRACER: Tracer = NoTracer()
-"""The default tracer of :class:`jobs_core.JobService` and the worker."""
+"""The tracer of a process that did not turn tracing on."""
+
+_process_tracer: Tracer = NO_TRACER
+
+
+def use_process_tracer(tracer: Tracer) -> None:
+    """Make ``tracer`` the one every :class:`jobs_core.JobService` of this process uses unless
+    given another: the deployables call it at start-up with ``JOBS_TRACING=1``, so the services
+    a module builds for its own routes (or a transactional enqueue) trace their enqueues too.
+    As OpenTelemetry's own provider, it is a process-wide setting."""
+    global _process_tracer  # noqa: PLW0603 - one setting for the process, set at start-up
+    _process_tracer = tracer
+
+
+def process_tracer() -> Tracer:
+    """The process's tracer (:data:`NO_TRACER` unless :func:`use_process_tracer` said)."""
+    return _process_tracer
