@@ -55,7 +55,7 @@ def test_every_operation_honours_the_schema(
     # /jobs, /healthz, /job-types, /jobs/events, /session (3), /quotas and /settings/quotas (3);
     # /schedules and /settings/retention on the PostgreSQL store only.
     postgres = app.state.container.config.store() == "postgres"
-    assert len(operations) == (25 if postgres else 17)
+    assert len(operations) == (27 if postgres else 19)
     # The event stream never ends: tests/api/test_events_http.py checks it on a real server.
     operations = [o for o in operations if o.path != "/jobs/events"]
 

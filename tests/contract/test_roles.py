@@ -15,10 +15,20 @@ from jobs_core.ports import (
     OperatorReads,
     OrgJobs,
     Recovery,
+    TypePauses,
 )
 from jobs_core.workers import WorkerRegistry
 
-STORE_ROLES = (Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry)
+STORE_ROLES = (
+    Enqueueing,
+    Attempts,
+    Recovery,
+    OrgJobs,
+    History,
+    OperatorReads,
+    WorkerRegistry,
+    TypePauses,
+)
 LARGEST_ROLE = 7
 
 

@@ -31,6 +31,7 @@ from jobs_api.event_hub import EventHub
 from jobs_api.reads import Reads
 from jobs_api.settings import ApiSettings
 from jobs_api.stream_limits import StreamLimits
+from jobs_api.tracing import api_tracer
 
 if TYPE_CHECKING:
     from jobs_core import Clock
@@ -247,6 +248,9 @@ class Container(containers.DeclarativeContainer):
     """The job types the API accepts (only the ``public`` ones over HTTP): the deployable's
     and the served modules'."""
 
+    tracer = providers.ThreadSafeSingleton(api_tracer, config.tracing, config.tracing_org)
+    """Spans of the enqueues (``JOBS_TRACING``, decision 0039); tests override it."""
+
     service_registry = registry
     service = providers.ThreadSafeSingleton(
         JobService,
@@ -254,6 +258,7 @@ class Container(containers.DeclarativeContainer):
         registry=service_registry,
         clock=clock,
         observer=providers.Factory(PrometheusObserver),
+        tracer=tracer,
     )
 
     read_engine = providers.Resource(_read_engine, config.read_database_url, config.api_threads)

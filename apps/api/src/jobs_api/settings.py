@@ -51,6 +51,9 @@ class ApiSettings(BaseSettings):
     - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
       stream (docs/events.md), its caps ``JOBS_EVENTS_MAX_STREAMS_PER_TOKEN`` (a token or a
       session) and ``_PER_ORG``, per API process (429 past them).
+    - ``JOBS_TRACING``: ``1`` makes an OpenTelemetry producer span per enqueue, a child of the
+      request's ``traceparent``, whose context the job carries to its worker (default off).
+      ``JOBS_TRACING_ORG=1`` adds the org id to the spans. docs/operations.md, "Traces".
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
@@ -92,6 +95,8 @@ class ApiSettings(BaseSettings):
     quota_enqueue_rate: float = Field(default=DEFAULT_QUOTAS.enqueue_rate, gt=0)
     quota_enqueue_burst: int = Field(default=DEFAULT_QUOTAS.enqueue_burst, ge=1)
     quota_refresh_s: float = Field(default=1.0, ge=0, le=60)
+    tracing: bool = False
+    tracing_org: bool = False
 
     @field_validator("database_pooler")
     @classmethod

@@ -160,6 +160,9 @@ def build_parser(
     from jobs_cli.commands.quotas import add_quota_commands
 
     add_quota_commands(sub, _add)
+    from jobs_cli.commands.types import add_type_commands
+
+    add_type_commands(sub, _add)
     workers = _add(
         sub,
         "workers",

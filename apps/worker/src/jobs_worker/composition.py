@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs_core import Clock, JobService, JobStore, Registry, SystemClock, Wakeup
 from jobs_core.observe import Observer
+from jobs_core.tracing import NO_TRACER, Tracer, use_process_tracer
 
 from jobs_worker.worker import Worker, WorkerConfig
 
@@ -221,8 +222,20 @@ class Composition:
                     fair_claim=self.settings.fair_claim,
                     worker=f"{socket.gethostname()}:{os.getpid()}",
                     observer=self._observer(),
+                    tracer=self._tracer(),
                 )
             return self._service
+
+    def _tracer(self) -> Tracer:
+        """OpenTelemetry's tracer with ``JOBS_TRACING=1`` (``jobs_tracing``, imported then
+        only); otherwise :data:`~jobs_core.tracing.NO_TRACER`."""
+        if not self.settings.tracing:
+            return NO_TRACER
+        from jobs_tracing import OtelTracer
+
+        tracer = OtelTracer(org=self.settings.tracing_org)
+        use_process_tracer(tracer)  # the children a module's service enqueues are traced too
+        return tracer
 
     def _observer(self) -> Observer | None:
         """The metrics' observer when they are served (``--metrics-port``); otherwise none, and

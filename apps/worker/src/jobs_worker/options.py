@@ -31,6 +31,8 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
   JOBS_METRICS_PORT       --metrics-port (default off)  JOBS_METRICS_HOST (default 127.0.0.1)
   JOBS_FAIR_CLAIM         claim in fair order between orgs (default 1; docs/flow-control.md)
+  JOBS_TRACING            1: an OpenTelemetry span per attempt (default 0; docs/operations.md)
+  JOBS_TRACING_ORG        1: the org id as a span attribute (default 0)
   JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
   JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout
   JOBS_TIMEOUT_GRACE_S    --timeout-grace      JOBS_PREFETCH(_WINDOW_S) --prefetch(-window)

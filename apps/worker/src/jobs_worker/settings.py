@@ -65,6 +65,9 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_METRICS_PORT`` / ``JOBS_METRICS_HOST``: serve the worker's Prometheus metrics at
       ``http://HOST:PORT/metrics`` (default off; host 127.0.0.1; port 0: any free port, logged
       in ``worker.metrics``). docs/operations.md.
+    - ``JOBS_TRACING``: ``1`` makes an OpenTelemetry span per attempt (``process {type}``,
+      continuing the trace of the job's enqueue) and per child it enqueues (default off: no
+      work per job). ``JOBS_TRACING_ORG=1`` adds the org id to the spans. docs/operations.md.
     - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
       rest of its priority, orgs in turn; docs/flow-control.md). On by default
       (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0027, 0034); ``0``: first in, first out.
@@ -99,6 +102,8 @@ class WorkerSettings(BaseSettings):
     fair_claim: bool = FAIR_CLAIM_DEFAULT
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    tracing: bool = False
+    tracing_org: bool = False
 
     @field_validator("isolated_types", mode="before")
     @classmethod

@@ -92,6 +92,9 @@ jobs = Table(
     # The job whose handler enqueued this one (ctx.enqueue), same org; NULL for any other. No
     # foreign key: a parent may be deleted (retention, jobs rm) before its children.
     Column("parent_id", UUID(as_uuid=True)),
+    # -- tracing (migration 0015_job_trace_context, decision 0039) ---------------------------------
+    # The W3C trace context of the job's enqueue ({"traceparent": ...}); NULL with tracing off.
+    Column("trace_context", JSONB),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(
