@@ -14,11 +14,21 @@ from jobs_core.ports import (
     JobStore,
     OperatorReads,
     OrgJobs,
+    Overview,
     Recovery,
 )
 from jobs_core.workers import WorkerRegistry
 
-STORE_ROLES = (Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry)
+STORE_ROLES = (
+    Enqueueing,
+    Attempts,
+    Recovery,
+    OrgJobs,
+    History,
+    Overview,
+    OperatorReads,
+    WorkerRegistry,
+)
 LARGEST_ROLE = 7
 
 
