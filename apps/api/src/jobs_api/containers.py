@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
+from jobs_core.overview_reads import OverviewReads
 from jobs_core.quota_service import QuotaService
 from jobs_core.quotas import InMemoryQuotaStore, Quotas, QuotaStore
 from jobs_metrics import PrometheusObserver
@@ -228,6 +229,10 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         observer=providers.Factory(PrometheusObserver),
     )
+
+    overview_reads = providers.ThreadSafeSingleton(OverviewReads, store, clock)
+    """The Overview's reads (``GET /overview``, ``GET /jobs/lookup``): the one provider to point
+    at a read replica's store (``jobs_api.overview.overview_reads`` is its one dependency)."""
 
     quota_store = providers.Selector(
         config.store,

@@ -6,6 +6,7 @@ these reads from another store than the writes' (a read replica: the API builds 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from jobs_core.domain import Job, Status
 from jobs_core.overview import (
@@ -19,6 +20,11 @@ from jobs_core.overview import (
     type_counts_of,
 )
 from jobs_core.ports import Clock, Overview
+from jobs_core.workers import WorkerInfo, WorkerRegistry
+
+
+class OverviewSource(Overview, WorkerRegistry, Protocol):
+    """What the Overview reads: the Overview role and the live workers (every store is one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +39,7 @@ class Found:
 class OverviewReads:
     """An org's operations view over a store playing the Overview role."""
 
-    def __init__(self, store: Overview, clock: Clock) -> None:
+    def __init__(self, store: OverviewSource, clock: Clock) -> None:
         self.store = store
         self.clock = clock
 
@@ -51,6 +57,10 @@ class OverviewReads:
         series_of`)."""
         now = self.clock.now()
         return series_of(window, now, self.store.series(org_id, window, now))
+
+    def workers(self) -> list[WorkerInfo]:
+        """The live workers, oldest first (an operator's read: they serve every org)."""
+        return list(self.store.live_workers(self.clock.now()))
 
     def lookup(self, org_id: str, raw: str) -> Found:
         """The org's jobs that ``raw`` names (:func:`jobs_core.overview.parse_lookup`; its
