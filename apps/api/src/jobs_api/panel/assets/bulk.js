@@ -10,14 +10,17 @@ import { h } from "./table.js";
 export const BULK_LIMIT = 1000; // the API's most jobs per call (jobs_core.bulk.MAX_LIMIT)
 
 const VERBS = { retry: ["Retry", "retried"], cancel: ["Cancel", "cancelled"], delete: ["Delete", "deleted"] };
+// Why jobs are skipped, in words: (action, one) -> the end of "n jobs will be skipped: ...".
 const SKIPS = {
-  not_found: () => "no longer exist",
-  wrong_status: (action) => ({
-    retry: "are not failed or cancelled", cancel: "have already finished", delete: "have not finished",
+  not_found: (_, one) => (one ? "it no longer exists" : "they no longer exist"),
+  wrong_status: (action, one) => ({
+    retry: one ? "it is not failed or cancelled" : "they are not failed or cancelled",
+    cancel: one ? "it has already finished" : "they have already finished",
+    delete: one ? "it has not finished" : "they have not finished",
   })[action],
-  protected: () => "are of a protected type (domain history)",
-  dedup_conflict: () => "have a dedup key another job holds now",
-  quota_exceeded: () => "are over the org's quota of queued jobs or enqueue rate",
+  protected: (_, one) => `${one ? "it is" : "they are"} of a protected type (domain history)`,
+  dedup_conflict: (_, one) => (one ? "its dedup key is held by another job" : "their dedup keys are held by other jobs"),
+  quota_exceeded: () => "the org is over its quota of queued jobs or its enqueue rate",
 };
 
 /** Tell the bar that the selection changed (a row left the list, a box was ticked). */
@@ -25,9 +28,15 @@ export function selectionChanged() {
   document.dispatchEvent(new CustomEvent("jobs:selection"));
 }
 
-function plural(n, word) {
-  return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+function plural(n, word, words = `${word}s`) {
+  return `${n.toLocaleString("en")} ${n === 1 ? word : words}`;
 }
+
+const EFFECTS = {
+  retry: "Each is queued again with a fresh attempt budget, as its own Retry button does.",
+  cancel: "Queued jobs are cancelled at once; running ones are asked to stop.",
+  delete: "They and their attempts are deleted: this cannot be undone.",
+};
 
 export class BulkBar {
   constructor({ toast }) {
@@ -104,9 +113,9 @@ export class BulkBar {
       ? `${verb} ${plural(dry.acted, "job")}?`
       : `Nothing to ${verb.toLowerCase()}`;
     const words = [];
-    if (dry.acted && action === "delete") words.push("This cannot be undone.");
+    if (dry.acted) words.push(EFFECTS[action]);
     if (dry.acted && action === "cancel" && dry.done.cancel_requested) {
-      words.push(`${plural(dry.done.cancel_requested, "running job")} will be asked to stop.`);
+      words.push(`${plural(dry.done.cancel_requested, "of them is", "of them are")} running.`);
     }
     if (dry.more) words.push(`More than ${dry.matched.toLocaleString("en")} jobs match: this acts on the newest ${dry.matched.toLocaleString("en")}; run it again for the rest.`);
     $("#bulk-text").textContent = words.join(" ");
@@ -128,7 +137,7 @@ export class BulkBar {
     for (const skip of report.skipped) reasons.set(skip.reason, (reasons.get(skip.reason) || 0) + 1);
     return [...reasons].map(([reason, n]) => h("li", {
       "data-reason": reason,
-      text: `${plural(n, "job")} will be skipped: ${n === 1 ? "it" : "they"} ${(SKIPS[reason] || (() => reason))(action)}.`,
+      text: `${plural(n, "job")} will be skipped: ${(SKIPS[reason] || (() => reason))(action, n === 1)}.`,
     }));
   }
 

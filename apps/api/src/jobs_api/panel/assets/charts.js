@@ -60,34 +60,35 @@ export function finishedChart(buckets, bucketS, label) {
   return chart;
 }
 
-function path(buckets, key, peak) {
+/** The points of `key` as a line through the buckets that have one (a bucket without jobs
+ * is skipped, not a drop to zero) and as dots: zero-length segments with round caps, whose
+ * stroke does not scale, so they stay round in a chart stretched to its box. */
+function paths(buckets, key, peak) {
   const step = W / Math.max(1, buckets.length);
-  let d = "";
-  let pen = "M";
+  const points = [];
   buckets.forEach((bucket, index) => {
     const value = bucket[key];
-    if (value === null || value === undefined) {
-      pen = "M";
-      return;
-    }
-    const x = index * step + step / 2;
-    const y = H - 2 - (value / peak) * (H - 6);
-    d += `${pen}${x.toFixed(1)} ${y.toFixed(1)} `;
-    pen = "L";
+    if (value === null || value === undefined) return;
+    points.push([(index * step + step / 2).toFixed(1), (H - 3 - (value / peak) * (H - 8)).toFixed(1)]);
   });
-  return d.trim();
+  return {
+    line: points.map(([x, y], i) => `${i ? "L" : "M"}${x} ${y}`).join(" "),
+    dots: points.map(([x, y]) => `M${x} ${y}h0`).join(" "),
+  };
 }
 
-/** The p50 and p95 of `kind` (`wait` or `run`) per bucket, as two lines (a bucket with one
- * value is a dot); `label` says it in words. */
+/** The p50 and p95 of `kind` (`wait` or `run`) per bucket, as two lines with a dot at each
+ * bucket that had jobs; `label` says it in words. */
 export function latencyChart(buckets, bucketS, kind, label) {
   const chart = frame(label, "chart-latency");
   const p50 = `${kind}_p50`;
   const p95 = `${kind}_p95`;
   const peak = Math.max(0.001, ...buckets.map((b) => b[p95] ?? 0));
   for (const [key, className] of [[p95, "line-p95"], [p50, "line-p50"]]) {
-    const d = path(buckets, key, peak);
-    if (d) chart.append(svg("path", { d, class: className }));
+    const { line, dots } = paths(buckets, key, peak);
+    if (!line) continue;
+    chart.append(svg("path", { d: line, class: className }));
+    chart.append(svg("path", { d: dots, class: `${className} dots` }));
   }
   const step = W / Math.max(1, buckets.length);
   buckets.forEach((bucket, index) => {

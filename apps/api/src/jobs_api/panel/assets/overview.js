@@ -103,8 +103,12 @@ export class OverviewView {
     const charts = type.series.length
       ? h("div", { className: "charts" },
         this.figure(
-          [`Finished `, h("b", { text: `${rate < 10 ? rate.toFixed(1) : Math.round(rate)}/min` }),
-            sum("failed") ? h("span", { className: "failed-note", text: ` · ${sum("failed")} failed` }) : null],
+          [h("span", { className: "name", text: "Finished" }),
+            h("span", { className: "line" }, h("b", { text: `${rate < 10 ? rate.toFixed(1) : Math.round(rate)}/min` }),
+              ` · ${finished.toLocaleString("en")}`),
+            h("span", { className: "line" }, sum("failed")
+              ? h("span", { className: "failed-note", text: `${sum("failed").toLocaleString("en")} failed` })
+              : h("span", { className: "quiet", text: "none failed" }))],
           finishedChart(type.series, view.bucket_s,
             `${type.type}: ${finished} finished in ${window}, ${sum("failed")} failed`)),
         this.latency(type, view, "wait", "Wait"),
@@ -113,16 +117,20 @@ export class OverviewView {
     return h("article", { className: "type-card", "data-type": type.type },
       h("header", {},
         h("h3", { className: "mono", text: type.type }),
-        h("span", { className: "total", text: `${type.total.toLocaleString("en")} jobs` })),
+        h("span", { className: "total", text: `${type.total.toLocaleString("en")} job${type.total === 1 ? "" : "s"}` })),
       counts, charts);
   }
 
   latency(type, view, kind, words) {
     const last = [...type.series].reverse().find((b) => b[`${kind}_p50`] !== null);
-    const caption = last
-      ? [`${words} `, h("b", { text: seconds(last[`${kind}_p50`]) }), " p50 · ",
-        h("b", { text: seconds(last[`${kind}_p95`]) }), " p95"]
-      : [`${words} `, h("span", { className: "quiet", text: "—" })];
+    const caption = [h("span", { className: "name", text: words })];
+    if (last) {
+      for (const p of ["p50", "p95"]) {
+        caption.push(h("span", { className: "line" },
+          h("span", { className: `key-${p}`, "aria-hidden": "true" }), `${p} `,
+          h("b", { text: seconds(last[`${kind}_${p}`]) })));
+      }
+    } else caption.push(h("span", { className: "line quiet", text: "—" }), h("span", { className: "line", text: "\u00a0" }));
     const label = last
       ? `${type.type}: ${words.toLowerCase()} per bucket over ${WINDOW_WORDS[view.window]}; latest p50 ${seconds(last[`${kind}_p50`])}, p95 ${seconds(last[`${kind}_p95`])}`
       : `${type.type}: no ${words.toLowerCase()} measured in ${WINDOW_WORDS[view.window]}`;
@@ -130,7 +138,9 @@ export class OverviewView {
   }
 
   figure(caption, chart) {
-    return h("figure", { className: "chart-box" }, h("figcaption", {}, ...caption), chart);
+    const box = h("figure", { className: "chart-box" }, h("figcaption", {}, ...caption), chart);
+    box.title = "Latest bucket with jobs; hover a bucket for its figures";
+    return box;
   }
 
   renderUsage(usage) {

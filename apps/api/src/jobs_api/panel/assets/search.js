@@ -43,9 +43,13 @@ export class Search {
       this.input.value = "";
       this.openJob(job.id);
     } catch (error) {
-      if (error.status === 409) this.show(error.message, error.problem.candidates || []);
+      if (error.status === 409) {
+        const candidates = error.problem.candidates || [];
+        const many = `${candidates.length}${error.problem.more ? "+" : ""}`;
+        this.show(`${many} jobs match “${text}”: pick one, or type more of the id.`, candidates);
+      }
       else if (error.status === 404) this.show(`No job of this org matches “${text}”.`);
-      else this.show(error.message);
+      else this.show(error.errors[0]?.msg || error.message); // a 422 says why in its field
     } finally {
       this.form.removeAttribute("aria-busy");
     }
