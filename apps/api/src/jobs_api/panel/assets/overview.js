@@ -104,7 +104,7 @@ export class OverviewView {
       ? h("div", { className: "charts" },
         this.figure(
           [h("span", { className: "name", text: "Finished" }),
-            h("span", { className: "line" }, h("b", { text: `${rate < 10 ? rate.toFixed(1) : Math.round(rate)}/min` }),
+            h("span", { className: "line" }, h("b", { text: perTime(rate) }),
               ` · ${finished.toLocaleString("en")}`),
             h("span", { className: "line" }, sum("failed")
               ? h("span", { className: "failed-note", text: `${sum("failed").toLocaleString("en")} failed` })
@@ -177,4 +177,12 @@ export class OverviewView {
       : h("p", { className: "hint", text: "No live worker: queued jobs wait until one starts." });
     box.querySelector("#overview-worker-list").replaceChildren(list);
   }
+}
+
+/** A rate given per minute, as read at a glance: "12/min", "0.8/min", "3/h" (under 0.1/min). */
+export function perTime(perMinute) {
+  if (perMinute >= 10) return `${Math.round(perMinute)}/min`;
+  if (perMinute >= 0.1) return `${perMinute.toFixed(1)}/min`;
+  const perHour = perMinute * 60;
+  return `${perHour >= 10 || perHour === 0 ? Math.round(perHour) : perHour.toFixed(1)}/h`;
 }
