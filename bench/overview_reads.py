@@ -34,17 +34,19 @@ ORG = "bench-overview"
 OTHER = "bench-other"
 TYPES = ("import_csv", "import_api", "map_reconcile", "crawl_site", "send_report")
 
-# Finished jobs spread over the last ``:hours`` hours (newest first), 90 % done, 8 % failed,
-# 2 % cancelled; each waited 0-30 s and ran 0.1-60 s; one attempt record each.
+# Finished jobs at random instants of the last ``:hours`` hours, 2-10 % failed (by type), 2 %
+# cancelled; each waited 0-40 s and ran 0.2-100 s (long tails: a few slow ones per bucket); one
+# attempt record each.
 FILL = text(
     """WITH made AS (
         SELECT uuidv7() AS id, n,
                (CAST(:types AS text[]))[1 + n % :ntypes] AS type,
-               CASE WHEN n % 50 = 0 THEN 'cancelled' WHEN n % 12 = 0 THEN 'failed'
+               CASE WHEN n % 50 = 0 THEN 'cancelled'
+                    WHEN (n / :ntypes) % 50 < 1 + n % :ntypes THEN 'failed'
                     ELSE 'done' END AS status,
-               now() - make_interval(secs => (n::float8 / :rows) * :hours * 3600) AS finished,
-               (n * 7919 % 600) / 10.0 + 0.1 AS ran,
-               (n * 104729 % 300) / 10.0 AS waited
+               now() - make_interval(secs => random() * :hours * 3600) AS finished,
+               0.2 + power(random(), 4) * 20 * (1 + n % :ntypes) AS ran,
+               power(random(), 3) * 40 AS waited
         FROM generate_series(1, :rows) AS n
     ), inserted AS (
         INSERT INTO jobs (id, org_id, type, status, attempts, payload, created_at, run_at,
