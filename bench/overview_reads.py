@@ -115,13 +115,13 @@ def measure(engine: Engine, repeat: int, show_plans: bool) -> dict[str, dict[str
     }
     results = {name: timed(call, repeat) for name, call in reads.items()}
     if show_plans:
-        from jobs_core.overview import window_start
+        from jobs_core.overview import EPOCH, window_start
         from jobs_postgres import overview_rows
 
         params = {
             "org_id": ORG,
             "bucket": Window.DAY.bucket,
-            "origin": overview_rows.EPOCH,
+            "origin": EPOCH,
             "start": window_start(Window.DAY, now),
         }
         print(explain(engine, overview_rows.SERIES.text, params), file=sys.stderr)
