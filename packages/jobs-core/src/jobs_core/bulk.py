@@ -119,25 +119,15 @@ def outcome_name(action: BulkAction, job: Job) -> str:
 
 
 def _would(service: JobService, action: BulkAction, job: Job) -> str:
-    """What ``action`` would make of ``job`` now, by the domain's own transition (raises as the
-    action would)."""
+    """What ``action`` would make of ``job`` now, by the same rules as the action itself (raises
+    as the action would)."""
     now = service.clock.now()
     if action is BulkAction.RETRY:
         return outcome_name(action, domain.retry(job, now))
     if action is BulkAction.CANCEL:
         return outcome_name(action, domain.cancel(job, now))
-    _check_unprotected(service, job)
-    domain.check_deletable(job)
+    service.check_deletable(job)
     return "deleted"
-
-
-def _check_unprotected(service: JobService, job: Job) -> None:
-    if job.type in service.registry and service.registry.get(job.type).protected:
-        raise _Protected(f"jobs of type {job.type!r} are domain history and are never deleted")
-
-
-class _Protected(Exception):
-    pass
 
 
 def _act(service: JobService, action: BulkAction, org_id: str, job_id: uuid.UUID) -> str:
@@ -203,10 +193,9 @@ def run_bulk(
         except JobNotFound:  # gone since it was read
             report.skipped.append(Skipped(job.id, Skip.NOT_FOUND, "no such job"))
         except InvalidTransition as error:
-            skip = Skip.PROTECTED if _is_protected(service, job) else Skip.WRONG_STATUS
+            protected = action is BulkAction.DELETE and service.is_protected(job)
+            skip = Skip.PROTECTED if protected else Skip.WRONG_STATUS
             report.skipped.append(Skipped(job.id, skip, str(error)))
-        except _Protected as error:
-            report.skipped.append(Skipped(job.id, Skip.PROTECTED, str(error)))
         except DedupConflict as error:
             report.skipped.append(Skipped(job.id, Skip.DEDUP_CONFLICT, str(error)))
         except QuotaExceeded as error:
@@ -217,10 +206,6 @@ def run_bulk(
 
 def _retryable(job: Job) -> bool:
     return job.status in (Status.FAILED, Status.CANCELLED)
-
-
-def _is_protected(service: JobService, job: Job) -> bool:
-    return job.type in service.registry and service.registry.get(job.type).protected
 
 
 def ids_of(raw: Sequence[str]) -> tuple[uuid.UUID, ...]:
