@@ -80,11 +80,26 @@ export class BulkBar {
     const shown = state.jobs.size;
     this.head.checked = shown > 0 && ticked >= shown;
     this.head.indeterminate = ticked > 0 && ticked < shown;
+    const matching = this.matching();
+    const all = matching === null ? "all jobs matching the filter" : `all ${plural(matching, "job")} matching the filter`;
+    const cap = matching !== null && matching <= BULK_LIMIT ? "" : ` (up to ${BULK_LIMIT.toLocaleString("en")} a time)`;
     $("#bulk-count").textContent = this.all
-      ? `All jobs matching the filter${state.exhausted ? "" : ` (up to ${BULK_LIMIT.toLocaleString("en")} a time)`}`
+      ? `${all[0].toUpperCase()}${all.slice(1)}${cap}`
       : `${plural(ticked, "job")} selected`;
     // "All matching" is offered once every job shown is ticked and more may match.
-    $("#bulk-all").hidden = this.all || ticked < shown || (state.exhausted && ticked === shown);
+    const bulkAll = $("#bulk-all");
+    bulkAll.hidden = this.all || ticked < shown || (state.exhausted && ticked === shown);
+    bulkAll.textContent = `Select ${all}`;
+  }
+
+  /** How many jobs match the filter, from the live counts per status (null with a type
+   * filter: the counts are the org's, not the type's; the confirmation says the number). */
+  matching() {
+    const stats = state.stats;
+    if (!stats || state.filter.type) return null;
+    const { status } = state.filter;
+    if (!status) return stats.queued + stats.running + stats.done + stats.failed + stats.cancelled;
+    return status === "active" ? stats.active : stats[status] ?? null;
   }
 
   /** The request's body for `action` (without dry_run). */

@@ -407,4 +407,5 @@ export function renderStats(stats) {
   for (const button of document.querySelectorAll("[data-filter]")) {
     button.querySelector(".count").textContent = totals[button.dataset.filter].toLocaleString("en");
   }
+  selectionChanged(); // the bulk bar's "all N matching" follows the counts
 }
