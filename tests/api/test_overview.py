@@ -26,8 +26,9 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture(params=ADAPTERS)
 def container(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Container]:
-    """The app's container with an operator org, on each adapter."""
-    settings = ApiSettings(store=request.param, operator_orgs="ops")
+    """The app's container with an operator org and room for 5 queued jobs an org, on each
+    adapter."""
+    settings = ApiSettings(store=request.param, operator_orgs="ops", quota_max_queued=5)
     built = build_container(settings, [make_registry()])
     if request.param == "postgres":
         built.engine.override(providers.Object(request.getfixturevalue("pg_engine")))
@@ -175,6 +176,26 @@ async def test_bulk_retry_by_ids_skips_another_orgs_ids_as_absent_ones(
     assert (await client.get(f"/jobs/{theirs['id']}", headers=as_b)).json()["status"] == "failed"
     for job in mine:
         assert (await client.get(f"/jobs/{job['id']}", headers=as_a)).json()["status"] == "queued"
+
+
+async def test_bulk_retries_are_admitted_under_the_orgs_quota(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container, clock: FakeClock
+) -> None:
+    failed = [await enqueue(client, as_a) for _ in range(5)]
+    _finish_all(service_of(container), {job["id"]: Failed(error="no") for job in failed})
+    clock.advance(container.config.quota_refresh_s())  # the API counts its queued jobs again
+    for _ in range(3):
+        await enqueue(client, as_a)  # 3 of the org's 5 queued jobs
+    body = {"action": "retry", "status": "failed"}
+    dry = (await client.post("/jobs/bulk", json={**body, "dry_run": True}, headers=as_a)).json()
+    assert dry["done"] == {"retried": 5}  # a dry run counts what the rules allow, not quotas
+    report = (await client.post("/jobs/bulk", json=body, headers=as_a)).json()
+    assert report["done"] == {"retried": 2}
+    reasons = [s["reason"] for s in report["skipped"]]
+    assert reasons == ["quota_exceeded"] * 3
+    assert "quota of queued jobs is 5" in report["skipped"][0]["detail"]
+    stats = (await client.get("/jobs/stats", headers=as_a)).json()
+    assert (stats["queued"], stats["failed"]) == (5, 3)
 
 
 async def test_bulk_on_the_filter_acts_on_at_most_limit_jobs(

@@ -184,10 +184,13 @@ def run_bulk(
             report.skipped.append(Skipped(job.id, Skip.QUOTA_EXCEEDED, over_quota))
             continue
         try:
+            # The action's own rules on the job as read: a job it does not apply to is skipped
+            # before a retry is admitted under the quotas (the store checks again as it writes).
+            would = _would(service, action, job)
             if dry_run:
-                report.done[_would(service, action, job)] += 1
+                report.done[would] += 1
                 continue
-            if action is BulkAction.RETRY and admit is not None and _retryable(job):
+            if action is BulkAction.RETRY and admit is not None:
                 admit()
             report.done[_act(service, action, org_id, job.id)] += 1
         except JobNotFound:  # gone since it was read
@@ -202,10 +205,6 @@ def run_bulk(
             over_quota = str(error)
             report.skipped.append(Skipped(job.id, Skip.QUOTA_EXCEEDED, over_quota))
     return report
-
-
-def _retryable(job: Job) -> bool:
-    return job.status in (Status.FAILED, Status.CANCELLED)
 
 
 def ids_of(raw: Sequence[str]) -> tuple[uuid.UUID, ...]:
