@@ -1,8 +1,8 @@
 """The Overview's reads at a given history size (issue 24, item 4): ``type_counts``, ``series``
 (hour and day), ``find_by_prefix`` and ``find_by_short_id`` of ``jobs_postgres.overview_rows``,
 each timed over ``--repeat`` calls on a history of ``--rows`` finished jobs of one org (each with
-one attempt record, spread over the last two days, five types), beside ``--other-rows`` jobs of
-another org (what an index scoped by org never reads).
+one attempt record, at random instants of the last ``--hours``, five types), beside
+``--other-rows`` jobs of another org (what an index scoped by org never reads).
 
     uv run python -m bench.overview_reads --server postgresql://postgres@127.0.0.1:5432/postgres \\
         --rows 1000000
@@ -143,6 +143,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--other-rows", type=int, default=None, help="jobs of another org (default: --rows)"
     )
+    parser.add_argument(
+        "--hours",
+        type=float,
+        default=720.0,
+        help="how far back the history goes (default: 720, a month; the day's window holds "
+        "1/30 of it)",
+    )
     parser.add_argument("--repeat", type=int, default=20, help="timed calls of each read")
     parser.add_argument("--explain", action="store_true", help="print the plans (stderr)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
@@ -154,15 +161,16 @@ def main(argv: list[str] | None = None) -> int:
         migrations.upgrade(url)
         engine = create_engine(url)
         started = time.perf_counter()
-        fill(engine, ORG, args.rows)
-        fill(engine, OTHER, args.rows if args.other_rows is None else args.other_rows)
+        fill(engine, ORG, args.rows, args.hours)
+        fill(engine, OTHER, args.rows if args.other_rows is None else args.other_rows, args.hours)
         filled_s = round(time.perf_counter() - started, 1)
         results = measure(engine, args.repeat, args.explain)
         engine.dispose()
     finally:
         if not args.keep:
             drop_database(args.server, name)
-    print(json.dumps({"rows": args.rows, "fill_s": filled_s, "reads": results}, indent=2))
+    summary = {"rows": args.rows, "hours": args.hours, "fill_s": filled_s, "reads": results}
+    print(json.dumps(summary, indent=2))
     print(f"\n| read ({args.rows:,} jobs of the org) | median ms | p95 ms |")
     print("|---|---|---|")
     for read, figures in results.items():

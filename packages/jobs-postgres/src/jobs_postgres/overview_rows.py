@@ -8,9 +8,10 @@ overview_reads.py`` measures these reads at a given history size):
 
 - :data:`TYPE_COUNTS`: ``jobs_org_type_created_idx`` / ``jobs_org_created_idx`` for the org's
   rows (``GET /jobs/stats`` reads the same rows).
-- :data:`SERIES`: the org's rows (``jobs_org_created_idx``), the finished ones kept by
-  ``finished_at``; their attempts through ``job_attempts_pkey``. The cost grows with the org's
-  jobs, not with the window.
+- :data:`SERIES`: the org's types by a skip scan of ``jobs_org_type_created_idx``, then the
+  jobs of those types finished in the window by ``jobs_finished_idx`` (retention's index), the
+  org's live jobs, and their attempts through ``job_attempts_pkey``: the cost grows with what
+  finished in the window, not with the history.
 - :data:`BY_PREFIX`: a range of the primary key. :data:`BY_SHORT_ID`: the org's rows, each id's
   last eight digits compared (no index can serve a suffix without an expression index).
 """
@@ -46,20 +47,39 @@ def type_counts_statement(statuses: bool, type_name: bool) -> Any:
 
 # Per (type, bucket): the org's jobs finished in it by status with the percentiles of their
 # wait (jobs_core.overview.wait_s), and the percentiles of the run time of the org's attempts
-# that ended in it. An attempt ended at or after :start belongs to a job live now or finished
-# at or after it: the second CTE reads the attempts of those jobs only, through the key.
+# that ended in it. Read without walking the org's history:
+# 1. ``org_types``: the org's job types, by a skip scan of jobs_org_type_created_idx (one probe
+#    per type, as the fair claim walks the orgs);
+# 2. ``recent``: the jobs of those types finished since :start, by jobs_finished_idx (type,
+#    finished_at) WHERE finished: a range per type, the org checked on each row; its cost grows
+#    with what finished in the window (every org's, of those types), not with the history;
+# 3. ``live``: the org's queued and running jobs (jobs_queue_idx's live rows);
+# 4. their attempts that ended since :start, through job_attempts_pkey. An attempt that ended
+#    in the window belongs to a job live now or finished in the window: no other is read.
 SERIES = text(
-    f"""WITH finished AS (
+    f"""WITH RECURSIVE org_types AS (
+        (SELECT type FROM jobs WHERE org_id = :org_id ORDER BY type LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.type FROM jobs AS j
+                WHERE j.org_id = :org_id AND j.type > t.type ORDER BY j.type LIMIT 1)
+        FROM org_types AS t WHERE t.type IS NOT NULL
+    ), recent AS (
+        SELECT id, type, status, created_at, run_at, started_at, finished_at FROM jobs
+        WHERE type = ANY(ARRAY(SELECT type FROM org_types WHERE type IS NOT NULL))
+          AND status IN {_FINISHED} AND finished_at >= :start AND org_id = :org_id
+    ), live AS (
+        SELECT id, type FROM jobs
+        WHERE status IN ('queued', 'running') AND org_id = :org_id
+    ), finished AS (
         SELECT type, date_bin(:bucket, finished_at, :origin) AS bucket, status,
                extract(epoch FROM started_at - greatest(created_at, run_at))::float8 AS wait
-        FROM jobs
-        WHERE org_id = :org_id AND status IN {_FINISHED} AND finished_at >= :start
+        FROM recent
     ), ran AS (
         SELECT j.type, date_bin(:bucket, a.ended_at, :origin) AS bucket,
                extract(epoch FROM a.ended_at - a.started_at)::float8 AS run
-        FROM jobs AS j JOIN job_attempts AS a ON a.job_id = j.id
-        WHERE j.org_id = :org_id AND a.ended_at >= :start
-          AND (j.status IN ('queued', 'running') OR j.finished_at >= :start)
+        FROM (SELECT id, type FROM recent UNION ALL SELECT id, type FROM live) AS j
+        JOIN job_attempts AS a ON a.job_id = j.id
+        WHERE a.ended_at >= :start
     ), f AS (
         SELECT type, bucket,
                count(*) FILTER (WHERE status = 'done') AS done,
