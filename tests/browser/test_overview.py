@@ -61,6 +61,16 @@ def test_the_overview_counts_and_charts_each_type_and_leads_to_its_jobs(
     expect(panel.locator("#jobs-view")).to_be_visible()
     expect(panel.locator("#rows tr")).to_have_count(1)
     expect(panel.locator(f"tr[data-id='{failed}']")).to_be_visible()
+    # Back in the Overview, it follows that filter until "Show all"; a type's name leads to
+    # all its jobs.
+    panel.get_by_role("link", name="Overview").click()
+    expect(panel.locator("#overview-filter-text")).to_have_text("Counting status failed, type fail")
+    expect(panel.locator(".type-card")).to_have_count(1)
+    panel.get_by_role("button", name="Show all").click()
+    expect(panel.locator(".type-card")).to_have_count(2)
+    panel.get_by_role("button", name="noop: show its jobs").click()
+    expect(panel).to_have_url(re.compile(r"\?type=noop$"))
+    expect(panel.locator("#rows tr")).to_have_count(2)
 
 
 def test_a_deep_link_opens_the_detail_and_closing_it_leaves_the_address(

@@ -116,7 +116,10 @@ export class OverviewView {
       : h("p", { className: "hint quiet", text: `Nothing finished in ${window}.` });
     return h("article", { className: "type-card", "data-type": type.type },
       h("header", {},
-        h("h3", { className: "mono", text: type.type }),
+        h("h3", { className: "mono" }, h("button", {
+          type: "button", className: "link", "aria-label": `${type.type}: show its jobs`,
+          onclick: () => this.setFilter({ type: type.type }, "jobs"),
+        }, type.type)),
         h("span", { className: "total", text: `${type.total.toLocaleString("en")} job${type.total === 1 ? "" : "s"}` })),
       counts, charts);
   }
