@@ -17,8 +17,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.browser.helpers import System, screenshot_dir, sign_in
-from tests.browser.test_layout import inside, no_horizontal_overflow
+from tests.browser.helpers import (
+    System,
+    inside,
+    no_horizontal_overflow,
+    screenshot_dir,
+    sign_in,
+)
 from tests.cli.helpers import wait_until as wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
