@@ -224,6 +224,9 @@ async def test_openapi_documents_every_route_with_models_and_problems(
         ("GET", "/session"),
         ("DELETE", "/session"),
         ("GET", "/quotas"),
+        ("GET", "/overview"),
+        ("GET", "/jobs/lookup"),
+        ("POST", "/jobs/bulk"),
     }
     problem_ref = {"schema": {"$ref": "#/components/schemas/Problem"}}
     for (method, path), operation in operations.items():

@@ -1,6 +1,7 @@
 """Accessibility of the panel, checked by axe-core (the ``axe-playwright-python`` package runs
 it in the page) in light and dark mode: names and roles of every control, labels of every
-field, contrast of every text against its background, with the dialogs open too."""
+field, contrast of every text against its background, with the dialogs open too, the bulk bar
+and its confirmation, the search's answer and the Overview."""
 
 from __future__ import annotations
 
@@ -65,6 +66,25 @@ def test_no_accessibility_violation_on_the_pages_and_dialogs(
 
         page.locator(f"tr[data-id='{done}'] button[data-action='delete']").click()
         expect(page.locator("#confirm")).to_be_visible()
+        assert violations(page) == []
+        page.keyboard.press("Escape")
+
+        # The bulk bar and its confirmation, the search's candidates, the Overview.
+        page.locator("#select-all").check()
+        expect(page.locator("#bulk-bar")).to_be_visible()
+        assert violations(page) == []
+        page.locator("#bulk-bar [data-bulk='delete']").click()
+        expect(page.locator("#bulk-confirm")).to_be_visible()
+        assert violations(page) == []
+        page.keyboard.press("Escape")
+        page.get_by_role("searchbox", name="Find a job by its id").fill(done[:8])
+        page.keyboard.press("Enter")
+        expect(page.locator(".search-results")).to_be_visible()
+        assert violations(page) == []
+        page.keyboard.press("Escape")
+        page.get_by_role("link", name="Overview").click()
+        expect(page.locator("#overview-view")).to_have_attribute("data-loaded", "true")
+        expect(page.locator(".type-card")).to_have_count(3)
         assert violations(page) == []
     finally:
         context.close()

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, expect
 
-from tests.browser.helpers import System, screenshot_dir, sign_in
+from tests.browser.helpers import System, inside, no_horizontal_overflow, screenshot_dir, sign_in
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -39,41 +39,6 @@ def layout_org(system: System) -> Iterator[dict[str, Any]]:
     queued = system.enqueue(org, "sleep", {"seconds": 30})
     yield {"org": org, "failed": failed, "total": FINISHED_NOOPS + 5, "queued": queued}
     system.cancel_active(org)
-
-
-def inside(page: Page, locator: Locator) -> None:
-    """``locator`` scrolled into view lies wholly inside the viewport, not covered (its centre
-    hits it), scrolled and measured in one step in the page: a row redrawn meanwhile is measured
-    as it is now."""
-    box = locator.evaluate(
-        """(el) => { el.scrollIntoView({ block: "nearest", inline: "nearest" });
-                     const r = el.getBoundingClientRect();
-                     const hit = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);
-                     return { x: r.x, y: r.y, width: r.width, height: r.height,
-                              reachable: hit !== null && el.contains(hit),
-                              hit: hit && hit.outerHTML.slice(0, 120) }; }"""
-    )
-    assert box["reachable"], (locator, "covered by", box["hit"])
-    viewport = page.viewport_size
-    assert viewport is not None
-    assert box["x"] >= 0, (locator, box)
-    assert box["x"] + box["width"] <= viewport["width"] + 0.5, (locator, box, viewport)
-    assert box["y"] >= 0, (locator, box)
-    assert box["y"] + box["height"] <= viewport["height"] + 0.5, (locator, box, viewport)
-
-
-def no_horizontal_overflow(page: Page) -> None:
-    """The document is no wider than the viewport, and the jobs table no wider than its frame
-    (which would scroll, hiding the actions at its end: clipped)."""
-    widths = page.evaluate(
-        "() => [document.documentElement.scrollWidth, document.body.scrollWidth, innerWidth]"
-    )
-    assert max(widths[:2]) <= widths[2], widths
-    frame = page.evaluate(
-        """() => { const wrap = document.querySelector('#jobs-view .table-wrap');
-                   return [wrap.scrollWidth, wrap.clientWidth]; }"""
-    )
-    assert frame[0] <= frame[1], frame
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

@@ -72,3 +72,43 @@ def test_screenshot_of_the_panel_with_jobs_in_every_status(
     for path in shots.values():
         assert path.stat().st_size > 10_000
         print(f"saved {path}")
+
+
+def test_screenshot_of_the_overview_with_a_day_of_history(browser: Browser, system: System) -> None:
+    """``overview.png`` and ``overview-dark.png``: the Overview of an org with a day of finished
+    jobs (filled in SQL by ``bench/overview_reads.py``) and a few run by the worker now."""
+    from jobs_postgres.database import create_engine
+
+    from bench.overview_reads import TYPES, fill
+
+    org = "acme-overview"
+    engine = create_engine(system.url)
+    try:
+        fill(engine, org, 20_000, hours=24)
+    finally:
+        engine.dispose()
+    for job_id in [system.enqueue(org, "noop") for _ in range(3)]:
+        system.wait_status(org, job_id, "done")
+    running = system.enqueue(org, "sleep", {"seconds": 120})
+    system.wait_status(org, running, "running")
+    shots = {}
+    try:
+        for scheme in ("light", "dark"):
+            context = new_context(browser, scheme)
+            try:
+                page = context.new_page()
+                sign_in(page, system, org)
+                page.goto(f"{system.base}/?view=overview")
+                expect(page.locator("#overview-view")).to_have_attribute("data-loaded", "true")
+                expect(page.locator(".type-card")).to_have_count(len(TYPES) + 2)
+                name = "overview.png" if scheme == "light" else "overview-dark.png"
+                path = screenshot_dir() / name
+                page.screenshot(path=str(path), full_page=True)
+                shots[scheme] = path
+            finally:
+                context.close()
+    finally:
+        system.cancel_active(org)
+    for path in shots.values():
+        assert path.stat().st_size > 10_000
+        print(f"saved {path}")

@@ -14,6 +14,7 @@ from jobs_core.ports import (
     JobStore,
     OperatorReads,
     OrgJobs,
+    Overview,
     Recovery,
     TypePauses,
 )
@@ -25,6 +26,7 @@ STORE_ROLES = (
     Recovery,
     OrgJobs,
     History,
+    Overview,
     OperatorReads,
     WorkerRegistry,
     TypePauses,

@@ -22,6 +22,7 @@ from jobs_api.job_types import router as job_types_router
 from jobs_api.limits import BodySizeLimit
 from jobs_api.metrics import router as metrics_router
 from jobs_api.openapi import openapi_builder
+from jobs_api.overview import router as overview_router
 from jobs_api.panel import build_router as build_panel_router
 from jobs_api.problems import install_problem_handlers, unexpected_error
 from jobs_api.quotas import router as quotas_router
@@ -142,6 +143,7 @@ def create_app(container: Container | None = None) -> FastAPI:
         if container.config.tracing():  # JOBS_TRACING=1: the modules' services trace too
             use_process_tracer(tracer)
     app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
+    app.include_router(overview_router)  # before /jobs/{job_id}, which would take /jobs/lookup
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)

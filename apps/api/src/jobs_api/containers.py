@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dependency_injector import containers, providers
 from jobs_core import InMemoryJobStore, JobService, JobStore, Registry, SystemClock
+from jobs_core.overview_reads import OverviewReads
 from jobs_core.quota_service import QuotaService
 from jobs_core.quotas import InMemoryQuotaStore, Quotas, QuotaStore
 from jobs_metrics import PrometheusObserver
@@ -271,6 +272,9 @@ class Container(containers.DeclarativeContainer):
     )
     """Where the org's reads go: the primary, or the standby of ``JOBS_READ_DATABASE_URL``
     with read-your-writes (:mod:`jobs_api.reads`)."""
+    overview_reads = providers.ThreadSafeSingleton(OverviewReads, store, clock)
+    """The Overview's reads (``GET /overview``, ``GET /jobs/lookup``): the one provider to point
+    at a read replica's store (``jobs_api.overview.overview_reads`` is its one dependency)."""
 
     quota_store = providers.Selector(
         config.store,

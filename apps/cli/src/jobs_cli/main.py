@@ -370,6 +370,33 @@ def _add_job_commands(sub: Any) -> None:
     _org(retry, required=True, what="the org that owns the job")
     _json_flag(retry)
 
+    bulk = _add(
+        sub,
+        "bulk",
+        "jobs_cli.commands.bulk:bulk",
+        "retry, cancel or delete many jobs",
+        "Retry, cancel or delete many jobs of an org: the ids given, or the newest jobs "
+        "matching --status/--type (at most --limit). Each job as its own command would; those "
+        "the action does not apply to are skipped and listed with why. --dry-run says what it "
+        "would do and changes nothing.",
+    )
+    bulk.add_argument("action", choices=["retry", "cancel", "delete"], help="what to do")
+    bulk.add_argument(
+        "ids", nargs="*", metavar="ID", help="job ids (1 to 1000), right after the action"
+    )
+    _org(bulk, required=True, what="the org that owns the jobs")
+    bulk.add_argument("--status", metavar="S", help="filter: a status, or active / finished")
+    bulk.add_argument("--type", metavar="T", help="filter: only jobs of this type")
+    bulk.add_argument(
+        "--limit",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="with a filter: at most N jobs, newest first (default: 100, at most 1000)",
+    )
+    bulk.add_argument("--dry-run", action="store_true", help="count only; change nothing")
+    _json_flag(bulk)
+
 
 def _describe_database(settings: CliSettings | None) -> str:
     if settings is None or settings.database_url is None:

@@ -24,14 +24,16 @@ from jobs_core.errors import DedupConflict
 from jobs_core.events import EventedJobs, InMemoryEventLog
 from jobs_core.history import AttemptRecord
 from jobs_core.listing import elide
+from jobs_core.memory_overview import MemoryOverview
 from jobs_core.observe import active_state
 from jobs_core.pauses import TypePause
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
 
-class InMemoryJobStore:
-    """A thread-safe job store held in a dict."""
+class InMemoryJobStore(MemoryOverview):
+    """A thread-safe job store held in a dict (its Overview role: :mod:`jobs_core.
+    memory_overview`)."""
 
     def __init__(self, id_factory: Callable[[], uuid.UUID] = uuid7) -> None:
         self.events = InMemoryEventLog()

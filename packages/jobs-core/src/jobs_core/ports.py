@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.history import AttemptRecord
+from jobs_core.overview import BucketFacts, Window
 from jobs_core.pauses import TypePause
 from jobs_core.workers import WorkerRegistry
 
@@ -323,12 +324,43 @@ class TypePauses(Protocol):
         ...
 
 
+class Overview(Protocol):
+    """An org's operations view (:mod:`jobs_core.overview`, issue 24): its jobs counted per
+    type, what finished per bucket of a window, and its jobs found by a part of their id. Every
+    read is scoped to the org. Contract: ``jobs_contract.overview``."""
+
+    def type_counts(
+        self, org_id: str, statuses: frozenset[Status] | None, type_name: str | None
+    ) -> list[tuple[str, Status, int]]:
+        """The org's jobs counted per type and status, only of ``statuses`` and ``type_name``
+        when given (the list's filters); pairs with no job absent."""
+        ...
+
+    def series(self, org_id: str, window: Window, now: datetime) -> list[BucketFacts]:
+        """Per type and bucket of ``window`` at ``now`` (:func:`jobs_core.overview.
+        bucket_starts`), the org's jobs finished in it by status with the p50/p95 of their
+        :func:`~jobs_core.overview.wait_s`, and the p50/p95 run time of the org's attempts
+        that ended in it; only the pairs that had a finished job or an ended attempt."""
+        ...
+
+    def find_by_prefix(self, org_id: str, prefix: str, limit: int) -> list[Job]:
+        """Up to ``limit`` of the org's jobs whose id's hex digits start with ``prefix``
+        (:func:`jobs_core.overview.prefix_bounds`), by id."""
+        ...
+
+    def find_by_short_id(self, org_id: str, short: str, limit: int) -> list[Job]:
+        """Up to ``limit`` of the org's jobs whose id's hex digits end with ``short`` (the
+        panel's short id, :func:`jobs_core.overview.has_short_id`), by id."""
+        ...
+
+
 class JobStore(
     Enqueueing,
     Attempts,
     Recovery,
     OrgJobs,
     History,
+    Overview,
     OperatorReads,
     WorkerRegistry,
     TypePauses,

@@ -224,14 +224,24 @@ class JobService:
     def delete(self, org_id: str, job_id: uuid.UUID) -> None:
         """Delete a finished job; never one of a protected type (its rows are domain history)."""
         job = self.get(org_id, job_id)
-        if job.type in self.registry and self.registry.get(job.type).protected:
+        self.check_deletable(job)
+        if not self.store.delete(org_id, job_id):
+            raise JobNotFound()
+
+    def is_protected(self, job: Job) -> bool:
+        """Whether ``job`` is of a protected type: domain history, never deleted."""
+        return job.type in self.registry and self.registry.get(job.type).protected
+
+    def check_deletable(self, job: Job) -> None:
+        """:class:`InvalidTransition` unless :meth:`delete` may delete ``job`` as it is: not
+        of a protected type, and finished (the store checks the latter again under its lock)."""
+        if self.is_protected(job):
             raise InvalidTransition(
                 job.status,
                 "delete",
                 f"jobs of type {job.type!r} are domain history and are never deleted",
             )
-        if not self.store.delete(org_id, job_id):
-            raise JobNotFound()
+        domain.check_deletable(job)
 
     # -- paused types (operators) -------------------------------------------------------------
     def pause_type(self, type_name: str, by: str) -> TypePause:

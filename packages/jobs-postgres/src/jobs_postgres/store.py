@@ -33,6 +33,7 @@ from jobs_postgres.children import array_insert, children_of, has_children, is_c
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.operator_rows import OperatorRows
+from jobs_postgres.overview_rows import OverviewRows
 from jobs_postgres.pauses import TypePauseRows
 from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
@@ -54,7 +55,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows, OverviewRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises

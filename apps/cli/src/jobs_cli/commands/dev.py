@@ -57,6 +57,9 @@ DEV_DEFAULTS = {
     "JOBS_SHUTDOWN_GRACE_S": "10",
     # A few jobs at once, so the demo shows concurrency; the worker's own default is 1.
     "JOBS_CONCURRENCY": "4",
+    # The demo org is the operator of this local system: the panel's Overview shows it the
+    # live workers, and its token reads /metrics.
+    "JOBS_OPERATOR_ORGS": "demo",
 }
 
 

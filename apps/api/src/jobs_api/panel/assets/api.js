@@ -70,6 +70,17 @@ export const api = {
   cancel: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/cancel`),
   retry: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/retry`),
   remove: (id) => request("DELETE", `/jobs/${encodeURIComponent(id)}`),
+  /** The job a text names: a full id, the 8 characters the table shows, or a prefix; 409 lists
+   * the candidates when several match (GET /jobs/lookup). */
+  lookup: (text) => request("GET", `/jobs/lookup?id=${encodeURIComponent(text)}`),
+  /** Per type: counts, throughput, waits and run times over `window` (GET /overview). */
+  overview(params) {
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(params)) if (value) query.set(key, value);
+    return request("GET", `/overview?${query}`);
+  },
+  /** Retry, cancel or delete many jobs, or count them with `dry_run` (POST /jobs/bulk). */
+  bulk: (body) => request("POST", "/jobs/bulk", body),
   listSchedules: () => request("GET", "/schedules"),
   /** `pause`, `resume` or `run` (docs/schedules.md); the schedule's new state. */
   scheduleAction: (name, action) => request("POST", `/schedules/${encodeURIComponent(name)}/${action}`),

@@ -6,21 +6,26 @@
 // the server for anything: the one interval below only redraws ages and running durations.
 
 import { api, signedOut } from "./api.js";
-import { renderAttempts } from "./attempts.js";
 import { PayloadFields } from "./form.js";
 import { typePauses } from "./pauses.js";
 import { QuotaNote } from "./quota.js";
-import { age, duration, shortId, stamp } from "./format.js";
+import { BulkBar } from "./bulk.js";
+import { detailClosed, openDetail, renderDetail } from "./detail.js";
+import { age, duration, shortId } from "./format.js";
+import { OverviewView } from "./overview.js";
 import { SchedulesView } from "./schedules.js";
+import { Search } from "./search.js";
 import { SESSION } from "./session.js";
 import { LiveStream } from "./stream.js";
-import { FINISHED, FILTERS, MINE_KEY, $, state } from "./state.js";
-import {
-  actionButtons, durationMs, eta, fullMessage, h, loadPage, newer, progressCell, refreshStats,
-  remove, renderRow, statusLabel, traceback, typeName, upsert,
-} from "./table.js";
+import { FINISHED, MINE_KEY, $, state } from "./state.js";
+import { durationMs, eta, h, loadPage, refreshStats, remove, renderRow, upsert } from "./table.js";
+import { readUrl, syncUrl } from "./urls.js";
+
+export { openDetail, renderDetail }; // (table.js reads them from here)
 
 let schedulesView = null;
+let overviewView = null;
+let bulk = null;
 export let quotaNote = null;
 let pauses = null;
 
@@ -150,75 +155,6 @@ export function confirmDelete(id) {
   $("#confirm-keep").focus();
 }
 
-// ---- the detail view ------------------------------------------------------------------------
-
-function json(value) {
-  return value === null || value === undefined ? "—" : JSON.stringify(value, null, 2);
-}
-
-export function renderDetail(job) {
-  $("#detail-title").textContent = `${job.type} · ${job.id}`;
-  $("#detail-status").replaceChildren(
-    h("span", { className: `badge status-${statusLabel(job)}`, text: statusLabel(job) }),
-    ` attempt ${job.attempts} of ${job.max_attempts}`,
-    eta(job) ? ` · runs ${eta(job)} (${stamp(job.run_at)})` : "",
-    job.priority ? ` · priority ${job.priority}` : "",
-    job.dedup_key ? ` · dedup key ${job.dedup_key}` : "");
-  // Why a queued job waits: the API says it for a job read alone (GET /jobs/{id}).
-  const waiting = job.status === "queued" && Array.isArray(job.waiting) ? job.waiting : [];
-  $("#detail-waiting").replaceChildren(...waiting.map((reason) =>
-    h("li", { "data-code": reason.code, text: reason.message })));
-  $("#detail-progress").replaceChildren(progressCell(job));
-  const created = Date.parse(job.created_at);
-  const events = [
-    ["Created", job.created_at],
-    ["Runs at", job.run_at !== job.created_at ? job.run_at : null],
-    ["Started", job.started_at],
-    ["Cancel requested", job.cancel_requested_at],
-    ["Finished", job.finished_at],
-  ].filter(([, at]) => at);
-  $("#detail-timeline").replaceChildren(...events.map(([what, at]) => h("li", {},
-    h("span", { className: "when mono", text: stamp(at) }),
-    h("span", { className: "what", text: what }),
-    h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
-  renderAttempts($("#detail-attempts"), job, () => readDetail(job.id));
-  $("#detail-payload").textContent = json(job.payload);
-  const trace = traceback(job);
-  // The traceback reads as text under Error, not as one escaped JSON string here as well.
-  $("#detail-report").textContent = json(
-    trace && job.error ? { ...job.report, traceback: "(shown under Error)" } : job.report);
-  $("#detail-error").textContent = !job.error ? "—" : trace ? `${fullMessage(job)}\n\n${trace}` : fullMessage(job);
-  $("#detail-error").classList.toggle("has-error", Boolean(job.error));
-  // Redrawn only when they change: the second drawing (from GET /jobs/{id}) keeps the buttons,
-  // and the keyboard focus on one.
-  const actions = $("#detail-actions");
-  const signature = `${job.id}|${statusLabel(job)}|${job.cancel_requested_at}`;
-  if (actions.dataset.sig !== signature) {
-    actions.replaceChildren(...actionButtons(job, "detail"));
-    actions.dataset.sig = signature;
-  }
-}
-
-export async function openDetail(id) {
-  state.detailId = id;
-  const known = state.jobs.get(id);
-  if (known) renderDetail(known);
-  const dialog = $("#detail");
-  if (!dialog.open) dialog.showModal();
-  await readDetail(id);
-}
-
-/** The job read alone (with its attempts and why it waits), drawn if its detail is still open. */
-async function readDetail(id) {
-  try {
-    const job = await api.getJob(id);
-    if (state.detailId === id) renderDetail(job);
-  } catch (error) {
-    if (error.status === 404) remove(id);
-    else toast(`Could not read the job: ${error.message}`, "error");
-  }
-}
-
 // ---- the enqueue form -----------------------------------------------------------------------
 
 /** A description's text with its `code` spans as <code> (text nodes only: never HTML). */
@@ -317,28 +253,16 @@ async function loadTypes() {
 
 // ---- filters --------------------------------------------------------------------------------
 
-function readFilterFromUrl() {
-  const params = new URLSearchParams(location.search);
-  const status = params.get("status") || "";
-  state.filter.status = status in FILTERS ? status : "";
-  state.filter.type = params.get("type") || "";
-}
-
-function jobsUrl() {
-  const params = new URLSearchParams();
-  if (state.filter.status) params.set("status", state.filter.status);
-  if (state.filter.type) params.set("type", state.filter.type);
-  return params.size ? `?${params}` : location.pathname;
-}
-
-function setFilter(change) {
+/** Change the Jobs filter (the Overview follows it too): the Jobs view unless the Overview is
+ * shown, the list read again, the selection dropped (it was of the other filter). */
+export function setFilter(change, view = state.view === "overview" ? "overview" : "jobs") {
   Object.assign(state.filter, change);
-  if (state.view !== "jobs") showView("jobs");
-  history.replaceState(null, "", jobsUrl());
   renderFilters();
+  bulk.clear();
   state.cursor = null;
   state.exhausted = false;
   loadPage(true);
+  showView(view);
 }
 
 function renderFilters() {
@@ -350,10 +274,17 @@ function renderFilters() {
 
 // ---- views ----------------------------------------------------------------------------------
 
-/** Show the Jobs or the Schedules view. The jobs list stays live behind the Schedules view
- * (the stream keeps running); the schedules are read each time their view opens. */
-function showView(name) {
-  const view = name === "schedules" ? "schedules" : "jobs";
+const TITLES = { jobs: "Jobs", overview: "Overview · Jobs", schedules: "Schedules · Jobs" };
+const SKIPS = {
+  jobs: ["#jobs-table", "Skip to the jobs"],
+  overview: ["#overview-types", "Skip to the overview"],
+  schedules: ["#schedules-table", "Skip to the schedules"],
+};
+
+/** Show a view. The jobs list stays live behind the others (the stream keeps running); the
+ * Overview and the schedules are read each time their view opens. */
+export function showView(name) {
+  const view = name in TITLES ? name : "jobs";
   state.view = view;
   for (const panel of document.querySelectorAll("[data-view-panel]")) {
     panel.hidden = panel.dataset.viewPanel !== view;
@@ -363,12 +294,12 @@ function showView(name) {
     else link.removeAttribute("aria-current");
   }
   const skip = $("#skip");
-  skip.href = view === "schedules" ? "#schedules-table" : "#jobs-table";
-  skip.textContent = view === "schedules" ? "Skip to the schedules" : "Skip to the jobs";
-  document.title = view === "schedules" ? "Schedules · Jobs" : "Jobs";
-  history.replaceState(null, "", view === "schedules" ? "?view=schedules" : jobsUrl());
+  [skip.href, skip.textContent] = SKIPS[view];
+  document.title = TITLES[view];
+  syncUrl();
   if (view === "schedules") schedulesView.show();
   else schedulesView.hide();
+  if (view === "overview") overviewView.show();
 }
 
 /** A job's detail from another view (a schedule's last job): the Jobs view, then the dialog. */
@@ -403,9 +334,15 @@ async function main() {
     return;
   }
   $("#org").textContent = session.org;
-  readFilterFromUrl();
+  const asked = readUrl();
+  state.filter.status = asked.status;
+  state.filter.type = asked.type;
+  state.window = asked.window;
   renderFilters();
   schedulesView = new SchedulesView($("#schedules-view"), { h, toast, openJob: jumpToJob });
+  overviewView = new OverviewView($("#overview-view"), { toast, setFilter });
+  bulk = new BulkBar({ toast });
+  new Search($("#search"), { openJob: openDetail });
   for (const link of document.querySelectorAll("[data-view]")) {
     link.addEventListener("click", (e) => {
       if (e.ctrlKey || e.metaKey || e.shiftKey || e.button !== 0) return; // a new tab: let it
@@ -413,7 +350,8 @@ async function main() {
       showView(link.dataset.view);
     });
   }
-  if (new URLSearchParams(location.search).get("view") === "schedules") showView("schedules");
+  if (asked.view !== "jobs") showView(asked.view);
+  if (asked.job) openDetail(asked.job); // a deep link: /?job=<id>
 
   for (const button of document.querySelectorAll("[data-filter]")) {
     button.addEventListener("click", () => setFilter({ status: button.dataset.filter }));
@@ -421,14 +359,14 @@ async function main() {
   $("#type-filter").addEventListener("change", (e) => setFilter({ type: e.target.value }));
   $("#badge").addEventListener("click", (e) => {
     e.preventDefault();
-    setFilter({ status: "active" });
+    setFilter({ status: "active" }, "jobs");
   });
   $("#new-job").addEventListener("click", openForm);
   $("#enqueue-type").addEventListener("change", (e) => chooseType(e.target.value));
   $("#enqueue-form").addEventListener("submit", submitForm);
   $("#enqueue-cancel").addEventListener("click", () => $("#enqueue").close());
   $("#detail-close").addEventListener("click", () => $("#detail").close());
-  $("#detail").addEventListener("close", () => { state.detailId = null; });
+  $("#detail").addEventListener("close", detailClosed);
   $("#load-more").addEventListener("click", () => loadPage(false));
   $("#newer").addEventListener("click", () => {
     loadPage(true);

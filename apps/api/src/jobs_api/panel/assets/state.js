@@ -31,5 +31,7 @@ export const state = {
   unseen: new Set(), // ids of new jobs not inserted (the window was full)
   visible: new Set(),
   stats: null,
-  view: "jobs", // or "schedules"
+  view: "jobs", // or "overview", "schedules"
+  window: "hour", // the Overview's: or "day"
+  selected: new Set(), // ids of the jobs ticked for a bulk action
 };

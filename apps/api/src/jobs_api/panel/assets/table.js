@@ -3,6 +3,7 @@
 import { api, ApiError } from "./api.js";
 // (app.js imports this module too: these are read when a row is drawn, never at load)
 import { act, applyEvent, confirmDelete, openDetail, quotaNote, renderDetail, toast } from "./app.js";
+import { selectionChanged } from "./bulk.js";
 import { age, count, duration, fraction, shortId, stamp, target, until } from "./format.js";
 import { PAGE, LIVE_ROWS, FINISHED, FILTERS, $, state } from "./state.js";
 
@@ -186,6 +187,15 @@ export function cells(job, now) {
   const label = statusLabel(job, now);
   const when = eta(job, now);
   return [
+    ["select", job.id, () => [h("input", {
+      type: "checkbox", className: "pick", "aria-label": `Select ${job.type} ${shortId(job.id)}`,
+      checked: state.selected.has(job.id),
+      onchange: (event) => {
+        if (event.target.checked) state.selected.add(job.id);
+        else state.selected.delete(job.id);
+        selectionChanged();
+      },
+    })]],
     ["type", `${job.id}|${job.priority}`, () => [
       h("button", {
         type: "button", className: "link", "aria-haspopup": "dialog",
@@ -224,9 +234,8 @@ export function renderRow(job, tr = h("tr")) {
     td.dataset.sig = signature;
     if (hadFocus) (td.querySelector("button") || tr.querySelector("td.type button")).focus();
   });
-  const targetCell = tr.children[1];
-  targetCell.title = JSON.stringify(job.payload);
-  tr.children[5].title = stamp(job.created_at);
+  tr.querySelector("td.target").title = JSON.stringify(job.payload);
+  tr.querySelector("td.age").title = stamp(job.created_at);
   return tr;
 }
 
@@ -267,6 +276,7 @@ export function dropRow(id) {
     state.rows.delete(id);
   }
   state.jobs.delete(id);
+  if (state.selected.delete(id)) selectionChanged();
 }
 
 export function updateEmpty() {
@@ -397,4 +407,5 @@ export function renderStats(stats) {
   for (const button of document.querySelectorAll("[data-filter]")) {
     button.querySelector(".count").textContent = totals[button.dataset.filter].toLocaleString("en");
   }
+  selectionChanged(); // the bulk bar's "all N matching" follows the counts
 }
