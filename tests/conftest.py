@@ -106,7 +106,9 @@ def pg_engine(_pg_session_engine: Engine) -> Engine:
         # A test that leaked a transaction holding a lock must fail here, not hang.
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
         conn.execute(
-            text("TRUNCATE jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events")
+            text(
+                "TRUNCATE jobs, job_attempts, job_waits, job_wait_ends, api_tokens, job_workers, api_sessions, job_events"
+            )
         )
     return _pg_session_engine
 

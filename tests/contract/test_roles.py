@@ -15,10 +15,20 @@ from jobs_core.ports import (
     OperatorReads,
     OrgJobs,
     Recovery,
+    Waits,
 )
 from jobs_core.workers import WorkerRegistry
 
-STORE_ROLES = (Enqueueing, Attempts, Recovery, OrgJobs, History, OperatorReads, WorkerRegistry)
+STORE_ROLES = (
+    Enqueueing,
+    Attempts,
+    Recovery,
+    OrgJobs,
+    History,
+    OperatorReads,
+    WorkerRegistry,
+    Waits,
+)
 LARGEST_ROLE = 7
 
 

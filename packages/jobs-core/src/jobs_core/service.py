@@ -24,6 +24,7 @@ from jobs_core.hooks import call_end_hook
 from jobs_core.observe import NoObserver, Observer
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
+from jobs_core.wait_service import WaitUseCases
 from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
@@ -50,7 +51,7 @@ class SweepReport:
     cancelled: list[Job] = field(default_factory=list)
 
 
-class JobService:
+class JobService(WaitUseCases):
     """The use cases over one store, one registry and one clock."""
 
     def __init__(

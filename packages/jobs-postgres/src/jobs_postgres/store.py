@@ -45,6 +45,7 @@ from jobs_postgres.rows import (
     patches_json,
     save_job,
 )
+from jobs_postgres.waits import WaitRows
 from jobs_postgres.worker_registry import WorkerRegistryRows
 
 COPY_FROM = 2_000
@@ -54,7 +55,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises
