@@ -277,4 +277,4 @@ Index("api_sessions_token_idx", api_sessions.c.token_id)
 import jobs_postgres.attempt_tables  # noqa: E402
 import jobs_postgres.quota_tables  # noqa: E402
 import jobs_postgres.schedule_tables  # noqa: E402
-import jobs_postgres.waits  # noqa: E402, F401
+import jobs_postgres.wait_tables  # noqa: E402, F401

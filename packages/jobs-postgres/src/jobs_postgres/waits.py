@@ -1,5 +1,5 @@
 """Jobs that wait for others on PostgreSQL (:class:`jobs_core.ports.Waits`, decision 0041): the
-tables ``job_waits`` and ``job_wait_ends`` (migration ``0017_job_waits``), the inserts of a
+tables ``job_waits`` and ``job_wait_ends`` (``jobs_postgres.wait_tables``), the inserts of a
 dependent job and of a batch, the release pass and the waiter's read.
 
 The rules are the core's (:mod:`jobs_core.waits`): each write here reads what the rule needs
@@ -19,46 +19,11 @@ from typing import TYPE_CHECKING, Any
 from jobs_core import codec, domain, uuid7, waits
 from jobs_core.domain import Job, NewJob, Status
 from jobs_core.waits import Awaited, DependencyInvalid, Ended, Release, WaitRule
-from sqlalchemy import (
-    BigInteger,
-    Column,
-    Connection,
-    ForeignKey,
-    Identity,
-    Index,
-    Integer,
-    PrimaryKeyConstraint,
-    Table,
-    Text,
-    text,
-)
-from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy import Connection, text
 
 from jobs_postgres import sql
 from jobs_postgres.connections import StoreConnections
 from jobs_postgres.rows import job_from_row, save_job
-from jobs_postgres.schema import metadata
-
-job_waits = Table(
-    "job_waits",
-    metadata,
-    Column("awaited", UUID(as_uuid=True), nullable=False),
-    Column("waiter", UUID(as_uuid=True), ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
-    Column("ord", Integer, nullable=False),
-    Column("ended", Text),
-    PrimaryKeyConstraint("awaited", "waiter", name="job_waits_pkey"),
-)
-
-# A waiter's edges in the order given: its count of unended ones, its awaited jobs.
-Index("job_waits_waiter_idx", job_waits.c.waiter, job_waits.c.ord)
-
-job_wait_ends = Table(
-    "job_wait_ends",
-    metadata,
-    Column("id", BigInteger, Identity(always=True), primary_key=True),
-    Column("awaited", UUID(as_uuid=True), nullable=False),
-    Column("status", Text, nullable=False),
-)
 
 # The jobs an insert waits for, locked (the finish of a running one waits, or is waited for, so
 # its end is either seen here or recorded by the trigger), in id order. Index: the primary key.
