@@ -28,6 +28,7 @@ from jobs_api.routes import router
 from jobs_api.schedules import router as schedules_router
 from jobs_api.sessions import install_session_handlers
 from jobs_api.sessions import router as sessions_router
+from jobs_api.waits import router as waits_router
 
 log = logging.getLogger("jobs.api")
 
@@ -135,6 +136,7 @@ def create_app(container: Container | None = None) -> FastAPI:
     )
     app.add_middleware(AuthenticateFirst, token_cache=container.token_cache)
     app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
+    app.include_router(waits_router)  # before /jobs/{job_id}, as the event stream
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)

@@ -265,8 +265,10 @@ class JobService(WaitUseCases):
         return self.store.cancel_requested(refs)
 
     def why_waiting(self, job: Job) -> list[WaitReason]:
-        """Why the queued ``job`` has not started yet (:mod:`jobs_core.waiting`); empty for a
-        job that is not queued."""
+        """Why the queued (or waiting) ``job`` has not started yet (:mod:`jobs_core.waiting`);
+        empty for any other."""
+        if job.status is Status.WAITING:
+            return why_waiting(job, None, None, self.clock.now())
         if job.status is not Status.QUEUED:
             return []
         now = self.clock.now()
