@@ -48,6 +48,9 @@ def run_worker(
     """
     from jobs_worker.main import run_worker as run
 
+    from bench import tracing_sdk
+
+    tracing_sdk.install_if_asked()  # JOBS_BENCH_TRACING_SDK=1: tracing's real cost measured
     os.environ["JOBS_DATABASE_URL"] = url
     if synchronous_commit is not None:
         os.environ["JOBS_SYNCHRONOUS_COMMIT"] = "1" if synchronous_commit else "0"

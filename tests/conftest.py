@@ -25,9 +25,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.pooling import TABLES
+
 if TYPE_CHECKING:
     from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
+
+pytest_plugins = ["tests.pooling"]  # the pooler's and the standby's fixtures
+
 
 TEST_DATABASE_ENV = "JOBS_TEST_DATABASE_URL"
 XDIST_WORKER_ENV = "PYTEST_XDIST_WORKER"
@@ -105,11 +110,7 @@ def pg_engine(_pg_session_engine: Engine) -> Engine:
     with _pg_session_engine.begin() as conn:
         # A test that leaked a transaction holding a lock must fail here, not hang.
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(
-            text(
-                "TRUNCATE jobs, job_attempts, job_waits, job_wait_ends, api_tokens, job_workers, api_sessions, job_events"
-            )
-        )
+        conn.execute(text(f"TRUNCATE {TABLES}"))  # the pooled database empties the same
     return _pg_session_engine
 
 

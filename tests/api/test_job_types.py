@@ -64,6 +64,8 @@ async def test_applies_to_and_description_are_shown() -> None:
             "public": True,
             "protected": False,
             "applies_to": ["site", "page"],
+            "paused_at": None,
+            "paused_by": None,
         }
     ]
 

@@ -219,6 +219,8 @@ async def test_openapi_documents_every_route_with_models_and_problems(
         ("POST", "/jobs/{job_id}/retry"),
         ("DELETE", "/jobs/{job_id}"),
         ("GET", "/job-types"),
+        ("POST", "/job-types/{name}/pause"),
+        ("POST", "/job-types/{name}/resume"),
         ("GET", "/jobs/events"),
         ("POST", "/session"),
         ("GET", "/session"),

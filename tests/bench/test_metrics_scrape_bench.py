@@ -5,6 +5,7 @@ asserted."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import psycopg
@@ -23,13 +24,15 @@ def test_the_scrape_bench_reads_the_live_rows_only(
 
     (written,) = tmp_path.glob("metrics-scrape-*.json")
     result = json.loads(written.read_text())
-    assert result["gauge_series"] == 9  # 3 types x queued, running, scheduled
+    assert result["gauge_series"] == 9, result  # 3 types x queued, running, scheduled
     # the plan is reported (at this size the planner may rightly scan the small table)
-    assert "on jobs" in "\n".join(result["plan"])
-    assert "| the scrape (both) |" in capsys.readouterr().out
-    with psycopg.connect(pg_server, autocommit=True) as conn:
+    assert "on jobs" in "\n".join(result["plan"]), result["plan"]
+    out = capsys.readouterr().out
+    assert "| the scrape (both) |" in out, out
+    with psycopg.connect(pg_server, autocommit=True) as conn:  # its own only: others may run
         left = conn.execute(
-            "SELECT datname FROM pg_database WHERE datname LIKE 'bench_metrics_scrape_%'"
+            "SELECT datname FROM pg_database WHERE datname = %s",
+            (f"bench_metrics_scrape_{os.getpid()}",),
         ).fetchall()
     assert left == []
 

@@ -270,9 +270,9 @@ def test_filters_badge_and_detail_view(panel: Page, system: System, org: str) ->
     expect(detail).to_be_hidden()
 
     row(panel, sleeps[1]).get_by_role("button", name=re.compile("^Details")).click()
-    expect(detail.locator(".badge")).to_have_text("running")
+    expect(detail.locator("#detail-status .badge")).to_have_text("running")
     system.call("POST", f"/jobs/{sleeps[1]}/cancel", org)
-    expect(detail.locator(".badge")).to_have_text("cancelled", timeout=30_000)
+    expect(detail.locator("#detail-status .badge")).to_have_text("cancelled", timeout=30_000)
     expect(detail.locator("#detail-timeline")).to_contain_text("Cancel requested")
     panel.keyboard.press("Escape")
     expect(panel.locator("#count-running")).to_have_text("0", timeout=30_000)

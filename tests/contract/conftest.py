@@ -2,7 +2,9 @@
 docs/adapters.md): the fixtures the suite asks an adapter for, for each adapter in turn.
 
 ``memory`` builds an ``InMemoryJobStore``; ``postgres`` uses the ``pg_store`` of the root
-conftest (a ``PostgresJobStore`` on a real server, its tables emptied for the test). The test
+conftest (a ``PostgresJobStore`` on a real server, its tables emptied for the test); ``pooled``
+the same store through PgBouncer in transaction mode (``pooled_store``, tests/pooling.py:
+skipped with the reason where pgbouncer is not installed). The test
 modules of this folder import the suite's parts, one part each (``test_suite_*.py``).
 """
 
@@ -14,8 +16,13 @@ import pytest
 from jobs_core import InMemoryJobStore, JobStore
 from jobs_core.events import EventFeed
 from jobs_core.quotas import InMemoryQuotaStore, QuotaStore
+from sqlalchemy import Engine
 
-ADAPTERS = ["memory", pytest.param("postgres", marks=pytest.mark.postgres)]
+ADAPTERS = [
+    "memory",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("pooled", marks=[pytest.mark.postgres, pytest.mark.pooler]),
+]
 
 
 @pytest.fixture(params=ADAPTERS)
@@ -25,10 +32,11 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
     tables before the test, so the first call has nothing to do)."""
     if request.param == "memory":
         return InMemoryJobStore
-    from sqlalchemy import Engine, text
+    from sqlalchemy import text
 
-    store: JobStore = request.getfixturevalue("pg_store")
-    engine: Engine = request.getfixturevalue("pg_engine")
+    pooled = request.param == "pooled"
+    store: JobStore = request.getfixturevalue("pooled_store" if pooled else "pg_store")
+    engine: Engine = request.getfixturevalue("pooled_engine" if pooled else "pg_engine")
     calls = 0
 
     def empty() -> JobStore:
@@ -36,7 +44,9 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
         calls += 1
         if calls > 1:
             with engine.begin() as connection:
-                connection.execute(text("TRUNCATE jobs, job_attempts, job_waits, job_wait_ends"))
+                connection.execute(
+                    text("TRUNCATE jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends")
+                )
         return store
 
     return empty
@@ -50,7 +60,7 @@ def jobs_event_feed(store: JobStore, request: pytest.FixtureRequest) -> Iterator
         return
     from jobs_postgres.events import PostgresEventFeed
 
-    built = PostgresEventFeed(request.getfixturevalue("pg_engine"))
+    built = PostgresEventFeed(_engine_of(store))
     yield built
     built.close()
 
@@ -67,9 +77,17 @@ def jobs_quota_store(store: JobStore, request: pytest.FixtureRequest) -> QuotaSt
     if isinstance(store, InMemoryJobStore):
         return InMemoryQuotaStore(store)
     from jobs_postgres.quotas import PostgresQuotaStore
-    from sqlalchemy import Engine, text
+    from sqlalchemy import text
 
-    engine: Engine = request.getfixturevalue("pg_engine")
+    engine = _engine_of(store)
     with engine.begin() as connection:  # other tests of the session leave schedules behind
         connection.execute(text("TRUNCATE schedules, schedule_runs, job_org_quotas CASCADE"))
     return PostgresQuotaStore(engine)
+
+
+def _engine_of(store: JobStore) -> Engine:
+    """The engine of a PostgreSQL store under test (direct or through the pooler)."""
+    from jobs_postgres.store import PostgresJobStore
+
+    assert isinstance(store, PostgresJobStore)
+    return store.engine

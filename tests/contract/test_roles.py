@@ -15,6 +15,7 @@ from jobs_core.ports import (
     OperatorReads,
     OrgJobs,
     Recovery,
+    TypePauses,
     Waits,
 )
 from jobs_core.workers import WorkerRegistry
@@ -27,6 +28,7 @@ STORE_ROLES = (
     History,
     OperatorReads,
     WorkerRegistry,
+    TypePauses,
     Waits,
 )
 LARGEST_ROLE = 7

@@ -36,7 +36,7 @@ def _harness() -> tuple[JobsHarness, list[str], list[dict[str, int]]]:
 
 def test_a_batch_callback_runs_last_and_once_with_its_members_ends() -> None:
     kit, ran, summaries = _harness()
-    pages = [{"url": "/a"}, {"url": "/b", "broken": True}, {"url": "/c"}]
+    pages: list[dict[str, Any]] = [{"url": "/a"}, {"url": "/b", "broken": True}, {"url": "/c"}]
     batch = kit.service.enqueue_batch(
         kit.org, [("fetch", page) for page in pages], ("aggregate", {})
     )

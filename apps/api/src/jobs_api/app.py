@@ -10,6 +10,7 @@ import uvicorn
 from anyio import to_thread
 from fastapi import APIRouter, Depends, FastAPI
 from fastapi_offline import FastAPIOffline
+from jobs_core.tracing import use_process_tracer
 from jobs_metrics import watch_streams
 
 from jobs_api.api_docs import install_redoc
@@ -28,6 +29,7 @@ from jobs_api.routes import router
 from jobs_api.schedules import router as schedules_router
 from jobs_api.sessions import install_session_handlers
 from jobs_api.sessions import router as sessions_router
+from jobs_api.tracing import ContinueTrace
 from jobs_api.waits import router as waits_router
 
 log = logging.getLogger("jobs.api")
@@ -135,6 +137,11 @@ def create_app(container: Container | None = None) -> FastAPI:
         BodySizeLimit, max_bytes=int(container.config.max_body_bytes()), path_limits=path_limits
     )
     app.add_middleware(AuthenticateFirst, token_cache=container.token_cache)
+    tracer = container.tracer()
+    if tracer.enabled:  # the request's trace context around the enqueue (decision 0039)
+        app.add_middleware(ContinueTrace, tracer=tracer)
+        if container.config.tracing():  # JOBS_TRACING=1: the modules' services trace too
+            use_process_tracer(tracer)
     app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
     app.include_router(waits_router)  # before /jobs/{job_id}, as the event stream
     app.include_router(router)

@@ -28,8 +28,10 @@ from jobs_tokens import (
 )
 
 from jobs_api.event_hub import EventHub
+from jobs_api.reads import Reads
 from jobs_api.settings import ApiSettings
 from jobs_api.stream_limits import StreamLimits
+from jobs_api.tracing import api_tracer
 
 if TYPE_CHECKING:
     from jobs_core import Clock
@@ -63,6 +65,32 @@ def _engine(url: str, threads: int) -> Iterator[Engine]:
         yield engine
     finally:
         engine.dispose()
+
+
+def _read_engine(url: str | None, threads: int) -> Iterator[Engine | None]:
+    if url is None:
+        yield None
+        return
+    yield from _engine(url, threads)
+
+
+def _postgres_reads(
+    primary: JobService, engine: Engine, read_engine: Engine | None, registry: Registry
+) -> Reads:
+    """Reads from the standby of ``JOBS_READ_DATABASE_URL`` when there is one (jobs_api.reads)."""
+    if read_engine is None:
+        return Reads(primary)
+    from jobs_postgres.events import PostgresEventFeed
+    from jobs_postgres.replica import PostgresWalPositions
+    from jobs_postgres.store import PostgresJobStore
+
+    standby = JobService(PostgresJobStore(read_engine), registry, primary.clock)
+    return Reads(
+        primary,
+        standby,
+        positions=PostgresWalPositions(engine, read_engine),
+        standby_history=PostgresEventFeed(read_engine),
+    )
 
 
 def _postgres_store(engine: Engine) -> JobStore:
@@ -220,6 +248,9 @@ class Container(containers.DeclarativeContainer):
     """The job types the API accepts (only the ``public`` ones over HTTP): the deployable's
     and the served modules'."""
 
+    tracer = providers.ThreadSafeSingleton(api_tracer, config.tracing, config.tracing_org)
+    """Spans of the enqueues (``JOBS_TRACING``, decision 0039); tests override it."""
+
     service_registry = registry
     service = providers.ThreadSafeSingleton(
         JobService,
@@ -227,7 +258,19 @@ class Container(containers.DeclarativeContainer):
         registry=service_registry,
         clock=clock,
         observer=providers.Factory(PrometheusObserver),
+        tracer=tracer,
     )
+
+    read_engine = providers.Resource(_read_engine, config.read_database_url, config.api_threads)
+    reads = providers.Selector(
+        config.store,
+        memory=providers.ThreadSafeSingleton(Reads, service),
+        postgres=providers.ThreadSafeSingleton(
+            _postgres_reads, service, engine, read_engine, service_registry
+        ),
+    )
+    """Where the org's reads go: the primary, or the standby of ``JOBS_READ_DATABASE_URL``
+    with read-your-writes (:mod:`jobs_api.reads`)."""
 
     quota_store = providers.Selector(
         config.store,

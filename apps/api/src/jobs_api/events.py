@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import APIRouter, Header, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPBearer
-from jobs_core.events import Position, Present
+from jobs_core import StoreUnavailable
+from jobs_core.events import EventFeed, Position, Present
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
@@ -133,6 +134,7 @@ async def job_events(
         subscriber,
         raw_id,
         present=present,
+        history=container.reads().history(),
         keepalive_s=keepalive_s,
         recheck_s=recheck_s,
         release=release,
@@ -151,6 +153,7 @@ async def _stream(
     raw_id: str | None,
     *,
     present: Present,
+    history: EventFeed | None,
     keepalive_s: float,
     recheck_s: float,
     release: Callable[[], None],
@@ -174,7 +177,9 @@ async def _stream(
         before: Present | None = present if resume is None else None
         skip_upto = start
         if resume is not None:
-            async for frames, cursor in _replay(hub, subscriber, resume):
+            async for frames, cursor in _replay(
+                hub, subscriber, resume, until=present.cursor, history=history
+            ):
                 skip_upto = max(skip_upto, cursor)
                 if frames:
                     yield frames
@@ -247,15 +252,35 @@ def _drain(queue: collections.deque[Encoded]) -> list[Encoded]:
 
 
 async def _replay(
-    hub: EventHub, subscriber: Subscriber, after: Position
+    hub: EventHub,
+    subscriber: Subscriber,
+    after: Position,
+    *,
+    until: Position,
+    history: EventFeed | None = None,
 ) -> AsyncIterator[tuple[bytes, Position]]:
     """The org's events after ``after`` read from the feed, page by page, as frames (filters
-    applied, an older change of a job never after a newer one)."""
+    applied, an older change of a job never after a newer one), at least up to ``until`` (the
+    present of the subscription: the hub offers the stream every event after it).
+
+    ``history`` (a standby's feed, ``JOBS_READ_DATABASE_URL``) is read first: its reads stop at
+    the standby's boundary, which is complete up to there (the standby shows a prefix of the
+    primary's commits). Once it has nothing more while its cursor is still before ``until``
+    (the standby lags), the rest is read from the hub's feed (the primary), from that cursor:
+    no event is skipped and none comes twice or out of order."""
     ids = hub.ids
     newest: dict[uuid.UUID, int] = {}
     cursor = after
+    feed = history if history is not None else hub.feed
     while True:
-        batch = await run_in_threadpool(hub.feed.read, cursor, REPLAY_PAGE, subscriber.org_id)
+        try:
+            batch = await run_in_threadpool(feed.read, cursor, REPLAY_PAGE, subscriber.org_id)
+        except StoreUnavailable as error:
+            if feed is hub.feed:
+                raise
+            log.warning("the standby cannot be read (%s): the replay reads the primary", error)
+            feed = hub.feed
+            continue
         frames = []
         for event in batch.events:
             seen = newest.get(event.job.id)
@@ -268,4 +293,6 @@ async def _replay(
         cursor = batch.cursor
         yield b"".join(frames), cursor
         if not batch.events:
-            return
+            if feed is hub.feed or cursor >= until:
+                return
+            feed = hub.feed  # the standby has not replayed up to the subscription: the primary

@@ -15,6 +15,7 @@ from jobs_core import JobFilter, JobNotFound, JobService, Status
 from jobs_api.auth import CurrentOrgDep
 from jobs_api.problems import problem, problem_responses
 from jobs_api.quotas import admit
+from jobs_api.reads import Reads
 from jobs_api.schemas import (
     EnqueueIn,
     Health,
@@ -48,6 +49,16 @@ async def _service(request: Request) -> JobService:
 
 
 ServiceDep = Annotated[JobService, Depends(_service)]
+
+
+async def _reads(request: Request) -> Reads:
+    reads: Reads = _container(request).reads()
+    return reads
+
+
+ReadsDep = Annotated[Reads, Depends(_reads)]
+"""Where the org's reads go (``reads.service(org)``: the primary, or a standby that has replayed
+the org's own writes); a write route calls ``reads.wrote(org)`` after its write."""
 
 JobIdPath = Annotated[str, Path(description="The job's id (a UUID).")]
 
@@ -130,6 +141,7 @@ def enqueue(
             org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority
         )
         job, created = enqueued.job, enqueued.created
+    _container(request).reads().wrote(org)
     if created:
         response.headers["Location"] = request.scope.get("root_path", "") + str(
             request.app.url_path_for("get_job", job_id=str(job.id))
@@ -148,7 +160,7 @@ def enqueue(
 )
 def list_jobs(
     org: CurrentOrgDep,
-    service: ServiceDep,
+    reads: ReadsDep,
     params: Annotated[ListParams, Query()],
     request: Request,
 ) -> JobPage:
@@ -172,7 +184,7 @@ def list_jobs(
         # Large values stay in the store: a page is at most limit x 3 x this, whatever the jobs.
         field_bytes=int(_container(request).config.list_field_bytes()),
     )
-    jobs = service.list_jobs(org, query)
+    jobs = reads.service(org).list_jobs(org, query)
     page, more = jobs[:limit], len(jobs) > limit
     return JobPage(
         items=[JobOut.of(job) for job in page],
@@ -187,9 +199,9 @@ def list_jobs(
     summary="Count the org's jobs per status",
     responses=problem_responses(401, 500, 503),
 )
-def stats(org: CurrentOrgDep, service: ServiceDep) -> JobStats:
+def stats(org: CurrentOrgDep, reads: ReadsDep) -> JobStats:
     """Counts per status, and ``active`` = queued + running."""
-    return JobStats.of(service.stats(org))
+    return JobStats.of(reads.service(org).stats(org))
 
 
 @router.get(
@@ -200,12 +212,13 @@ def stats(org: CurrentOrgDep, service: ServiceDep) -> JobStats:
     summary="Read one job",
     responses=problem_responses(401, 404, 422, 500, 503),
 )
-def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Response:
+def get_job(job_id: JobIdPath, org: CurrentOrgDep, reads: ReadsDep) -> Response:
     """The job, if it is the org's, with every ended attempt (``attempt_history``); 404 (the
     same body) if it is absent or another org's."""
     # The route clients poll: answered as JSON bytes here, on the route's thread. Returned as
     # a model, FastAPI would validate it again (JobOut.of already did) in a second hand-off
     # to the thread pool before serializing it on the event loop (bench/NOTES.md §5).
+    service = reads.service(org)
     found = service.get(org, _job_id(job_id))
     waiting = service.why_waiting(found) if found.status in WAITS_OR_QUEUED else None
     history = service.attempts(org, found.id)
@@ -220,10 +233,14 @@ def get_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Respo
     summary="Cancel a job",
     responses=problem_responses(401, 404, 409, 422, 500, 503),
 )
-def cancel_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> JobOut:
+def cancel_job(
+    job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep, reads: ReadsDep
+) -> JobOut:
     """A queued job is cancelled at once; a running one is asked to stop
     (``cancel_requested_at``); a finished one is a 409."""
-    return JobOut.of(service.cancel(org, _job_id(job_id)))
+    cancelled = service.cancel(org, _job_id(job_id))
+    reads.wrote(org)
+    return JobOut.of(cancelled)
 
 
 @router.post(
@@ -234,14 +251,16 @@ def cancel_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Jo
     responses=problem_responses(401, 404, 409, 422, 429, 500, 503),
 )
 def retry_job(
-    job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep, request: Request
+    job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep, reads: ReadsDep, request: Request
 ) -> JobOut:
     """Failed or cancelled → queued with a fresh attempt budget; 409 for another status, or
     when another job holds its dedup key now; 429 over the org's quotas (as an enqueue)."""
     found = _job_id(job_id)
     service.get(org, found)  # a foreign or absent job is a 404 before any quota
     admit(request, org)
-    return JobOut.of(service.retry(org, found))
+    retried = service.retry(org, found)
+    reads.wrote(org)
+    return JobOut.of(retried)
 
 
 @router.delete(
@@ -252,8 +271,11 @@ def retry_job(
     summary="Delete a finished job",
     responses=problem_responses(401, 404, 409, 422, 500, 503),
 )
-def delete_job(job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep) -> Response:
+def delete_job(
+    job_id: JobIdPath, org: CurrentOrgDep, service: ServiceDep, reads: ReadsDep
+) -> Response:
     """Delete a finished job; 409 for a queued or running job, or one of a protected type
     (domain history, never deleted)."""
     service.delete(org, _job_id(job_id))
+    reads.wrote(org)
     return Response(status_code=204)

@@ -17,6 +17,11 @@ class ApiSettings(BaseSettings):
 
     - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
       ``JOBS_DATA_DIR`` is used (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_DATABASE_POOLER``: ``none`` (default) or ``transaction`` when ``JOBS_DATABASE_URL``
+      is PgBouncer in transaction pooling mode (read by ``jobs_postgres.database.pooler_mode``).
+    - ``JOBS_READ_DATABASE_URL``: a streaming standby of that server; the org's job reads (list,
+      detail, counts) and the event stream's replays go there, an org's reads to the primary
+      until the standby has replayed its own last write (docs/scaling.md). Unset: the primary.
     - ``JOBS_STORE``: ``postgres`` (the default, the deployable) or ``memory`` (a throwaway store,
       for trying the API or testing it without a database).
     - ``JOBS_DEMO_TYPES``: whether the entry point that composes the registry adds the demo types.
@@ -46,11 +51,16 @@ class ApiSettings(BaseSettings):
     - ``JOBS_SESSION_*``: browser sessions (docs/sessions.md); ``JOBS_EVENTS*``: the event
       stream (docs/events.md), its caps ``JOBS_EVENTS_MAX_STREAMS_PER_TOKEN`` (a token or a
       session) and ``_PER_ORG``, per API process (429 past them).
+    - ``JOBS_TRACING``: ``1`` makes an OpenTelemetry producer span per enqueue, a child of the
+      request's ``traceparent``, whose context the job carries to its worker (default off).
+      ``JOBS_TRACING_ORG=1`` adds the org id to the spans. docs/operations.md, "Traces".
     """
 
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    database_pooler: str = "none"
+    read_database_url: str | None = None
     data_dir: Path = Path(".data")
     store: Literal["postgres", "memory"] = "postgres"
     demo_types: bool = False
@@ -85,6 +95,27 @@ class ApiSettings(BaseSettings):
     quota_enqueue_rate: float = Field(default=DEFAULT_QUOTAS.enqueue_rate, gt=0)
     quota_enqueue_burst: int = Field(default=DEFAULT_QUOTAS.enqueue_burst, ge=1)
     quota_refresh_s: float = Field(default=1.0, ge=0, le=60)
+    tracing: bool = False
+    tracing_org: bool = False
+
+    @field_validator("database_pooler")
+    @classmethod
+    def _check_pooler_mode(cls, value: str) -> str:
+        """One of ``jobs_postgres.database.POOLER_MODES`` (the one reader of the variable,
+        ``pooler_mode``, which every engine asks): a wrong one fails at start."""
+        from jobs_postgres.database import POOLER_ENV, pooler_mode
+
+        return pooler_mode({POOLER_ENV: value})
+
+    @field_validator("read_database_url")
+    @classmethod
+    def _check_read_url(cls, value: str | None) -> str | None:
+        """A database URL, checked at start rather than at the first read."""
+        from jobs_postgres.database import sqlalchemy_url
+
+        if value is not None:
+            sqlalchemy_url(value)
+        return value
 
     @field_validator("handlers_dir", mode="before")
     @classmethod

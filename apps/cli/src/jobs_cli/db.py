@@ -30,8 +30,12 @@ def database_url(settings: CliSettings) -> str:
 
     The embedded server keeps its data in ``settings.data_dir`` across runs.
     """
-    from jobs_postgres.database import resolve_database_url
+    from jobs_postgres.database import pooler_mode, resolve_database_url
 
+    try:
+        pooler_mode()  # JOBS_DATABASE_POOLER, read by every engine: a wrong one said first
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if settings.database_url is None:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, ssh sessions) and

@@ -32,6 +32,8 @@ ENVIRONMENT_HELP = """\
 environment (prefix JOBS_):
   JOBS_DATABASE_URL   PostgreSQL URL; unset: an embedded server whose data lives in JOBS_DATA_DIR
   JOBS_DATA_DIR       the embedded server's data directory (default: .data under the project)
+  JOBS_DATABASE_POOLER none (default) or transaction: JOBS_DATABASE_URL is PgBouncer in
+                      transaction mode (docs/scaling.md)
   JOBS_DEMO_TYPES     1/0: register the demo types noop, sleep, fail, crash (default: 1 on the
                       embedded server, 0 with JOBS_DATABASE_URL)
   JOBS_DEBUG          1: print the traceback of an error
@@ -158,6 +160,9 @@ def build_parser(
     from jobs_cli.commands.quotas import add_quota_commands
 
     add_quota_commands(sub, _add)
+    from jobs_cli.commands.types import add_type_commands
+
+    add_type_commands(sub, _add)
     workers = _add(
         sub,
         "workers",

@@ -11,6 +11,7 @@ dependency-injector's containers cost the worker half of its start-up).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import socket
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs_core import Clock, JobService, JobStore, Registry, SystemClock, Wakeup
 from jobs_core.observe import Observer
+from jobs_core.tracing import NO_TRACER, Tracer, use_process_tracer
 
 from jobs_worker.worker import Worker, WorkerConfig
 
@@ -56,6 +58,8 @@ def _engine(
     settings = {**planner, **bounded_session_settings(store_timeout_s * 0.8)}
     if not synchronous_commit:
         settings["synchronous_commit"] = "off"
+    if for_store:
+        _say_what_the_role_needs(settings)
     engine = create_engine(
         url,
         pool_pre_ping=False,
@@ -67,12 +71,31 @@ def _engine(
     return engine
 
 
+def _say_what_the_role_needs(settings: Mapping[str, str]) -> None:
+    """Behind a pooler in transaction mode, log the session settings not sent, as the
+    ``ALTER ROLE`` statements that give them to the worker's role (docs/scaling.md)."""
+    from jobs_postgres.database import pooler_mode, session_settings_left_out
+
+    if pooler_mode() != "transaction":
+        return
+    # plan_cache_mode only matters to prepared statements, which a pooled session never makes
+    left = {k: v for k, v in session_settings_left_out(settings).items() if k != "plan_cache_mode"}
+    statements = "; ".join(f"ALTER ROLE <worker role> SET {k} = '{v}'" for k, v in left.items())
+    logging.getLogger("jobs.worker").info(
+        "behind a pooler in transaction mode (JOBS_DATABASE_POOLER): no session setting is sent;"
+        " give them to the worker's role (docs/scaling.md): %s",
+        statements,
+    )
+
+
 def _connect_args(store_timeout_s: float, session: Mapping[str, str]) -> dict[str, Any]:
+    from jobs_postgres.database import startup_connect_args
     from jobs_postgres.deadlines import bounded_connect_args
 
-    startup = {"timezone": "UTC", **session}
     return {
-        "options": " ".join(f"-c {name}={value}" for name, value in startup.items()),
+        # Direct: the session settings in the startup packet; behind a pooler in transaction
+        # mode none, and no prepared statement (jobs_postgres.database.startup_connect_args).
+        **startup_connect_args(session),
         # libpq counts whole seconds, at least 2
         "connect_timeout": max(2, math.ceil(store_timeout_s)),
         **bounded_connect_args(store_timeout_s),
@@ -171,11 +194,21 @@ class Composition:
             return self._store
 
     def wakeup(self) -> Wakeup:
-        """A new wake-up source (a LISTEN connection); the worker closes it when it stops."""
+        """A new wake-up source (a LISTEN connection); the worker closes it when it stops.
+
+        Behind a pooler in transaction mode the LISTEN needs a session of its own: it goes to
+        ``JOBS_DIRECT_DATABASE_URL``; without one the worker polls (:class:`PollingWakeup`,
+        every ``JOBS_POLL_INTERVAL_S``; said once in the log).
+        """
         if self._wakeup is not None:
             return self._wakeup()
-        from jobs_postgres.wakeup import PostgresWakeup
+        from jobs_postgres.database import pooler_mode
+        from jobs_postgres.wakeup import PollingWakeup, PostgresWakeup
 
+        if self.settings.direct_database_url is not None:
+            return PostgresWakeup(self.settings.direct_database_url)
+        if pooler_mode() == "transaction":
+            return PollingWakeup.stated(self.settings.poll_interval_s)
         return PostgresWakeup(self.database_url())
 
     def service(self) -> JobService:
@@ -189,8 +222,20 @@ class Composition:
                     fair_claim=self.settings.fair_claim,
                     worker=f"{socket.gethostname()}:{os.getpid()}",
                     observer=self._observer(),
+                    tracer=self._tracer(),
                 )
             return self._service
+
+    def _tracer(self) -> Tracer:
+        """OpenTelemetry's tracer with ``JOBS_TRACING=1`` (``jobs_tracing``, imported then
+        only); otherwise :data:`~jobs_core.tracing.NO_TRACER`."""
+        if not self.settings.tracing:
+            return NO_TRACER
+        from jobs_tracing import OtelTracer
+
+        tracer = OtelTracer(org=self.settings.tracing_org)
+        use_process_tracer(tracer)  # the children a module's service enqueues are traced too
+        return tracer
 
     def _observer(self) -> Observer | None:
         """The metrics' observer when they are served (``--metrics-port``); otherwise none, and

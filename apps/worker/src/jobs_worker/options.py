@@ -13,6 +13,10 @@ ENVIRONMENT_HELP = """\
 environment (prefix JOBS_; an option given on the command line wins):
   JOBS_DATABASE_URL       PostgreSQL URL; unset: the embedded server whose data is in JOBS_DATA_DIR
   JOBS_DATA_DIR           the embedded server's data directory (default: .data)
+  JOBS_DATABASE_POOLER    none (default) or transaction: JOBS_DATABASE_URL is PgBouncer in
+                          transaction mode (docs/scaling.md)
+  JOBS_DIRECT_DATABASE_URL the server itself, for the LISTEN of wake-ups behind a pooler; unset
+                          there, the worker polls every JOBS_POLL_INTERVAL_S
   JOBS_CONCURRENCY        --concurrency        JOBS_HEARTBEAT_S       --heartbeat
   JOBS_SWEEP_INTERVAL_S   --sweep-interval     JOBS_SWEEP_THRESHOLD_S --sweep-threshold
   JOBS_POLL_INTERVAL_S    --poll-interval      JOBS_CANCEL_CHECK_S    --cancel-check
@@ -27,6 +31,8 @@ environment (prefix JOBS_; an option given on the command line wins):
   JOBS_SCHEDULER          run the scheduler thread in this process (default 1; 0: off)
   JOBS_METRICS_PORT       --metrics-port (default off)  JOBS_METRICS_HOST (default 127.0.0.1)
   JOBS_FAIR_CLAIM         claim in fair order between orgs (default 1; docs/flow-control.md)
+  JOBS_TRACING            1: an OpenTelemetry span per attempt (default 0; docs/operations.md)
+  JOBS_TRACING_ORG        1: the org id as a span attribute (default 0)
   JOBS_SCHEDULER_INTERVAL_S seconds between two looks for due schedules (default 1)
   JOBS_LEASE_MARGIN_S     --lease-margin       JOBS_STORE_TIMEOUT_S   --store-timeout
   JOBS_TIMEOUT_GRACE_S    --timeout-grace      JOBS_PREFETCH(_WINDOW_S) --prefetch(-window)

@@ -19,6 +19,11 @@ class WorkerSettings(BaseSettings):
 
     - ``JOBS_DATABASE_URL``: the PostgreSQL server; unset, the embedded server under
       ``JOBS_DATA_DIR`` (``jobs_postgres.database.resolve_database_url``).
+    - ``JOBS_DATABASE_POOLER``: ``none`` (default) or ``transaction`` when ``JOBS_DATABASE_URL``
+      is PgBouncer in transaction pooling mode (docs/scaling.md).
+    - ``JOBS_DIRECT_DATABASE_URL``: the server itself, for the one connection that needs a
+      session (the LISTEN of wake-ups); unset behind a pooler in transaction mode, the worker
+      polls every ``JOBS_POLL_INTERVAL_S`` instead (logged at start).
     - ``JOBS_CONCURRENCY``: slots, i.e. jobs run at once by this process (1: docs/contract.md §4).
     - ``JOBS_HEARTBEAT_S``: how often every running job's ``progress.updated_at`` is refreshed.
     - ``JOBS_SWEEP_INTERVAL_S`` / ``JOBS_SWEEP_THRESHOLD_S``: how often zombies are looked for, and
@@ -60,6 +65,9 @@ class WorkerSettings(BaseSettings):
     - ``JOBS_METRICS_PORT`` / ``JOBS_METRICS_HOST``: serve the worker's Prometheus metrics at
       ``http://HOST:PORT/metrics`` (default off; host 127.0.0.1; port 0: any free port, logged
       in ``worker.metrics``). docs/operations.md.
+    - ``JOBS_TRACING``: ``1`` makes an OpenTelemetry span per attempt (``process {type}``,
+      continuing the trace of the job's enqueue) and per child it enqueues (default off: no
+      work per job). ``JOBS_TRACING_ORG=1`` adds the org id to the spans. docs/operations.md.
     - ``JOBS_FAIR_CLAIM``: claim in fair order between orgs (each org's first due job before the
       rest of its priority, orgs in turn; docs/flow-control.md). On by default
       (``jobs_core.claims.FAIR_CLAIM_DEFAULT``; decisions 0027, 0034); ``0``: first in, first out.
@@ -68,6 +76,8 @@ class WorkerSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="JOBS_", extra="ignore")
 
     database_url: str | None = None
+    database_pooler: str = "none"
+    direct_database_url: str | None = None
     data_dir: Path = Path(".data")
     concurrency: int = Field(default=1, ge=1, le=1000)
     heartbeat_s: float = Field(default=30.0, gt=0)
@@ -92,6 +102,8 @@ class WorkerSettings(BaseSettings):
     fair_claim: bool = FAIR_CLAIM_DEFAULT
     metrics_port: int | None = Field(default=None, ge=0, le=65535)
     metrics_host: str = "127.0.0.1"
+    tracing: bool = False
+    tracing_org: bool = False
 
     @field_validator("isolated_types", mode="before")
     @classmethod
@@ -120,6 +132,25 @@ class WorkerSettings(BaseSettings):
     @classmethod
     def _upper_level(cls, value: object) -> object:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("database_pooler")
+    @classmethod
+    def _check_pooler_mode(cls, value: str) -> str:
+        """One of ``jobs_postgres.database.POOLER_MODES`` (the one reader of the variable,
+        ``pooler_mode``, which every engine asks): a wrong one fails at start."""
+        from jobs_postgres.database import POOLER_ENV, pooler_mode
+
+        return pooler_mode({POOLER_ENV: value})
+
+    @field_validator("direct_database_url")
+    @classmethod
+    def _check_direct_url(cls, value: str | None) -> str | None:
+        """A database URL, checked at start rather than at the first LISTEN."""
+        from jobs_postgres.database import sqlalchemy_url
+
+        if value is not None:
+            sqlalchemy_url(value)
+        return value
 
     @model_validator(mode="after")
     def _check_lease_timing(self) -> WorkerSettings:

@@ -53,6 +53,7 @@ PARTS = (
     "jobs_contract.quotas",
     "jobs_contract.history",
     "jobs_contract.children",
+    "jobs_contract.pauses",
     "jobs_contract.waits",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
@@ -77,6 +78,7 @@ ROLES = {
     "jobs_core.ports.Waits": ("jobs_contract.waits",),
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
+    "jobs_core.ports.TypePauses": ("jobs_contract.pauses",),
     "jobs_core.events.EventFeed": ("jobs_contract.events",),
     "jobs_core.quotas.QuotaStore": ("jobs_contract.quotas",),
     "jobs_core.ports.JobStore": ("jobs_contract.stateful",),

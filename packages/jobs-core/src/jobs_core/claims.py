@@ -14,7 +14,8 @@ one claim order (:func:`jobs_core.domain.claim_order`: priority, then age), whic
 re-ranks within a priority. :func:`choose` is the rule, step by step, as the in-memory store runs
 it; the PostgreSQL store turns the same plan into SQL (``jobs_postgres.claims``) step for step:
 
-1. the due jobs of the plan's types (``status = queued``, ``run_at <= now``);
+1. the due jobs of the plan's types (``status = queued``, ``run_at <= now``), none of a paused
+   type (:mod:`jobs_core.pauses`: the store's pauses, read by the claim itself);
 2. in claim order, or in fair order with a turn (an org's head: its first due job);
 3. under limits, without those whose key or type is already full (the running jobs counted);
 4. the first ``limit`` of them are the candidates;
@@ -26,7 +27,7 @@ fast handlers, a few more it holds ready (prefetch); the plan does not care whic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -89,9 +90,15 @@ class ClaimPlan:
         return bool(self.limits)
 
 
-def choose(plan: ClaimPlan, queued: Iterable[Job], running: Iterable[Job]) -> list[Job]:
+def choose(
+    plan: ClaimPlan,
+    queued: Iterable[Job],
+    running: Iterable[Job],
+    paused: Collection[str] = (),
+) -> list[Job]:
     """The jobs ``plan`` claims, in claim order of the plan, among ``queued`` (the queued jobs
-    it may see) with ``running`` running: the rule of every store (steps 1-5 above)."""
+    it may see) with ``running`` running and the types ``paused``: the rule of every store
+    (steps 1-5 above)."""
     if plan.empty:
         return []
     wanted = None if plan.types is None else frozenset(plan.types)
@@ -101,6 +108,7 @@ def choose(plan: ClaimPlan, queued: Iterable[Job], running: Iterable[Job]) -> li
         if job.status is Status.QUEUED
         and job.run_at <= plan.now
         and (wanted is None or job.type in wanted)
+        and job.type not in paused
     ]
     due.sort(key=domain.claim_order)
     if plan.turn is not None:

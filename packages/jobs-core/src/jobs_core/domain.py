@@ -78,6 +78,8 @@ class Job:
     # -- jobs that make jobs (docs/handlers.md, "Children"; decision 0038) --
     parent_id: uuid.UUID | None = None
     """The job whose handler enqueued this one (``ctx.enqueue``), None for any other enqueue."""
+    trace_context: Mapping[str, str] | None = None
+    """Its enqueue's trace context (W3C ``traceparent``...; :mod:`jobs_core.tracing`) or None."""
 
     @property
     def ref(self) -> AttemptRef:
@@ -125,6 +127,8 @@ class NewJob:
     concurrency_key: str | None = None
     parent_id: uuid.UUID | None = None
     """Set by ``ctx.enqueue`` only: the running job that enqueues this one (same org)."""
+    trace_context: Mapping[str, str] | None = None
+    """Set by a :class:`jobs_core.tracing.Tracer` when tracing is on."""
 
 
 PRIORITY_MIN = -100
@@ -157,6 +161,7 @@ def new_job(spec: NewJob, job_id: uuid.UUID, now: datetime) -> Job:
         priority=spec.priority,
         concurrency_key=spec.concurrency_key,
         parent_id=spec.parent_id,
+        trace_context=spec.trace_context,
     )
 
 
@@ -192,6 +197,7 @@ def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -
             0,
             None,
             spec.parent_id,
+            spec.trace_context,
         )
         for spec, job_id in zip(specs, ids, strict=True)
     ]

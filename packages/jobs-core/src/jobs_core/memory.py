@@ -26,6 +26,7 @@ from jobs_core.history import AttemptRecord
 from jobs_core.listing import elide
 from jobs_core.memory_waits import MemoryWaits
 from jobs_core.observe import active_state
+from jobs_core.pauses import TypePause
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
@@ -49,6 +50,8 @@ class InMemoryJobStore(MemoryWaits):
         """Private checkpoints, never part of a Job (decision 0025)."""
         self._attempts: dict[uuid.UUID, list[AttemptRecord]] = {}
         """Each job's attempt records, oldest first (jobs_core.history)."""
+        self._paused: dict[str, TypePause] = {}
+        """The paused types (jobs_core.pauses), by name."""
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -136,7 +139,7 @@ class InMemoryJobStore(MemoryWaits):
             queued = (j for j in jobs if j.status is Status.QUEUED and j.id not in skipped)
             running = (j for j in jobs if j.status is Status.RUNNING) if plan.limited else ()
             claimed = []
-            for job in choose(plan, queued, running):
+            for job in choose(plan, queued, running, self._paused):
                 held = domain.claim(job, uuid.uuid4(), plan.now)
                 self._jobs[job.id] = held
                 claimed.append(held)
@@ -298,7 +301,32 @@ class InMemoryJobStore(MemoryWaits):
                 ):
                     ahead += 1
             serving = sum(job.type in w.types for w in self._live(now))
-            return WaitingFacts(running_key, running_type, min(ahead, AHEAD_CAP), serving)
+            return WaitingFacts(
+                running_key,
+                running_type,
+                min(ahead, AHEAD_CAP),
+                serving,
+                job.type in self._paused,
+            )
+
+    # -- paused types -------------------------------------------------------------------------
+    def pause(self, job_type: str, by: str, now: datetime) -> TypePause:
+        """Pause ``job_type`` (the first pause stays)."""
+        with self._lock:
+            return self._paused.setdefault(job_type, TypePause(job_type, now, by))
+
+    def resume(self, job_type: str) -> bool:
+        """Resume ``job_type``; its jobs wake the workers as new work does."""
+        with self._lock:
+            if self._paused.pop(job_type, None) is None:
+                return False
+            self._work_available()
+            return True
+
+    def paused(self) -> list[TypePause]:
+        """The paused types, by name."""
+        with self._lock:
+            return sorted(self._paused.values(), key=lambda p: p.type)
 
     # -- workers ------------------------------------------------------------------------------
     def _live(self, now: datetime) -> list[WorkerInfo]:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.history import AttemptRecord
+from jobs_core.pauses import TypePause
 from jobs_core.waits import Awaited, Release, WaitRule
 from jobs_core.workers import WorkerRegistry
 
@@ -63,13 +64,15 @@ class WaitingFacts:
     ``running_key``: running jobs of the job's type with its concurrency key; ``running_type``:
     running jobs of its type; ``ahead``: due queued jobs of its type a claim takes before it
     (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (every
-    store keeps the worker registry, :class:`~jobs_core.workers.WorkerRegistry`).
+    store keeps the worker registry, :class:`~jobs_core.workers.WorkerRegistry`);
+    ``type_paused``: an operator paused its type (:class:`TypePauses`).
     """
 
     running_key: int
     running_type: int
     ahead: int
     live_workers: int
+    type_paused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,7 @@ class Attempts(Protocol):
         arguments (decision 0027). With ``turn``, in fair order between orgs
         (:func:`jobs_core.flow.fair_order`), with or without ``limits``.
 
+        Never a job of a paused type (:class:`TypePauses`): it stays queued, untouched.
         With ``types``, only jobs of those types (a worker claims only what it can run). With
         ``limits``, only jobs that fit them (:func:`jobs_core.flow.admit`), counting every
         running job of every claimer: a job that does not fit is passed over, untouched.
@@ -300,6 +304,25 @@ class OperatorReads(Protocol):
         ...
 
 
+class TypePauses(Protocol):
+    """Paused job types (:mod:`jobs_core.pauses`): global, every org's jobs of a paused type
+    stay queued and no claim takes them until it is resumed. Contract: ``jobs_contract.pauses``
+    (and ``flow_control`` for the reason a job waits)."""
+
+    def pause(self, job_type: str, by: str, now: datetime) -> TypePause:
+        """Pause ``job_type``: claims (every claimer, from the write's commit on) pass over its
+        queued jobs. Pausing a paused type changes nothing: the first pause is returned."""
+        ...
+
+    def resume(self, job_type: str) -> bool:
+        """Resume ``job_type``: its due jobs are claimable again and idle workers are woken
+        as for new work; False if it was not paused."""
+        ...
+
+    def paused(self) -> list[TypePause]:
+        """The paused types, by name."""
+
+
 class Waits(Protocol):
     """Jobs that wait for others (:mod:`jobs_core.waits`, decision 0041): the inserts of a
     dependent job and of a batch with its callback, the release pass, the waiter's reads.
@@ -347,6 +370,7 @@ class JobStore(
     History,
     OperatorReads,
     WorkerRegistry,
+    TypePauses,
     Waits,
     Protocol,
 ):

@@ -22,8 +22,10 @@ from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
 from jobs_core.history import AttemptRecord
 from jobs_core.hooks import call_end_hook
 from jobs_core.observe import NoObserver, Observer
+from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
+from jobs_core.tracing import Tracer, process_tracer
 from jobs_core.wait_service import WaitUseCases
 from jobs_core.waiting import WaitReason, why_waiting
 
@@ -63,8 +65,12 @@ class JobService(WaitUseCases):
         fair_claim: bool = FAIR_CLAIM_DEFAULT,
         worker: str | None = None,
         observer: Observer | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.store = store
+        # Spans of enqueues (decision 0039; None: the process's, off unless the deployable
+        # turned it on); the worker makes the spans of attempts.
+        self.tracer: Tracer = tracer if tracer is not None else process_tracer()
         # Told of enqueues, claims and ends of attempts, after each store call (the metrics).
         self.observer: Observer = observer or NoObserver()
         # Who runs the attempts this service ends (``host:pid``), for their records.
@@ -84,6 +90,7 @@ class JobService(WaitUseCases):
             fair_claim=self.fair_claim,
             worker=self.worker,
             observer=self.observer,
+            tracer=self.tracer,
         )
 
     # -- enqueue ------------------------------------------------------------------------------
@@ -110,6 +117,14 @@ class JobService(WaitUseCases):
 
     def enqueue_new(self, new: NewJob) -> Enqueued:
         """Enqueue an already resolved :class:`NewJob` (the dedup loop of docs/contract.md §3)."""
+        if not self.tracer.enabled:
+            return self._enqueue_new(new)
+        with self.tracer.producing([new]) as span:
+            enqueued = self._enqueue_new(span.specs[0])
+            span.created([enqueued.job if enqueued.created else None])
+            return enqueued
+
+    def _enqueue_new(self, new: NewJob) -> Enqueued:
         for _ in range(ENQUEUE_TRIES):
             job = self.store.insert(new, self.clock.now())
             if job is not None:
@@ -142,8 +157,14 @@ class JobService(WaitUseCases):
         return self._insert_many(specs)
 
     def _insert_many(self, specs: Sequence[NewJob]) -> list[Job]:
-        """One bulk insert of ``specs``, the jobs created told to the observer."""
-        jobs = self.store.insert_many(specs, self.clock.now())
+        """One bulk insert of ``specs``, the jobs created told to the observer (and, tracing,
+        made in one producer span)."""
+        if not self.tracer.enabled:
+            jobs = self.store.insert_many(specs, self.clock.now())
+        else:
+            with self.tracer.producing(specs) as span:
+                jobs = self.store.insert_many(span.specs, self.clock.now())
+                span.created(jobs)
         self.observer.enqueued(jobs)
         return jobs
 
@@ -212,6 +233,23 @@ class JobService(WaitUseCases):
             )
         if not self.store.delete(org_id, job_id):
             raise JobNotFound()
+
+    # -- paused types (operators) -------------------------------------------------------------
+    def pause_type(self, type_name: str, by: str) -> TypePause:
+        """Pause a registered type for every org (:mod:`jobs_core.pauses`): its queued jobs
+        stay queued and no claim takes them until :meth:`resume_type`. Raises
+        :class:`~jobs_core.errors.UnknownJobType` for a type this registry does not know."""
+        self.registry.get(type_name)
+        return self.store.pause(type_name, by, self.clock.now())
+
+    def resume_type(self, type_name: str) -> bool:
+        """Resume a paused type (any name: a type no longer registered can still be resumed);
+        False if it was not paused."""
+        return self.store.resume(type_name)
+
+    def paused_types(self) -> dict[str, TypePause]:
+        """The paused types by name."""
+        return {pause.type: pause for pause in self.store.paused()}
 
     # -- worker side --------------------------------------------------------------------------
     def claim(self, limit: int, types: Sequence[str] | None = None) -> list[Job]:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from jobs_core.observe import Observer
     from jobs_core.ports import Clock, JobStore
     from jobs_core.registry import Registry
+    from jobs_core.tracing import Tracer
 
 RELEASE_BATCH = 500
 """Recorded ends a release pass takes at most."""
@@ -61,6 +62,7 @@ class WaitUseCases:
     registry: Registry
     clock: Clock
     observer: Observer
+    tracer: Tracer
 
     def enqueue_after(
         self,
@@ -84,7 +86,9 @@ class WaitUseCases:
             org_id, type_name, payload, dedup_key=dedup_key, priority=priority
         )
         rule = waits.rule_for(self.registry.get(type_name).after_failed_dependency)
-        job = self.store.insert_after(new, ids, rule, self.clock.now())
+        with self.tracer.producing([new]) as span:
+            job = self.store.insert_after(span.specs[0], ids, rule, self.clock.now())
+            span.created([job])
         if job is None:
             raise DedupConflict(f"dedup key {new.dedup_key!r} is held by another job of the org")
         self.observer.enqueued([job])
@@ -109,7 +113,10 @@ class WaitUseCases:
         ]
         type_name, payload = callback
         last = self.registry.new_job(org_id, type_name, payload, priority=priority)
-        inserted, callback_job = self.store.insert_batch(specs, last, self.clock.now())
+        with self.tracer.producing([*specs, last]) as span:
+            *traced, traced_last = span.specs
+            inserted, callback_job = self.store.insert_batch(traced, traced_last, self.clock.now())
+            span.created([*inserted, callback_job])
         self.observer.enqueued([*inserted, callback_job])
         return Batch(inserted, callback_job)
 

@@ -34,7 +34,9 @@ def why_waiting(
     """Why the queued (or waiting) ``job`` has not started yet; empty for any other.
 
     Codes: ``awaiting`` (it waits for other jobs to end: its dependencies, its batch;
-    ``GET /jobs/{id}/awaited`` lists them), ``scheduled`` (``run_at`` is later), ``snoozed`` (its handler asked to run later),
+    ``GET /jobs/{id}/awaited`` lists them), ``scheduled`` (``run_at`` is later), ``snoozed``
+    (its handler asked to run later),
+    ``type_paused`` (an operator paused its type: no claim takes it until it is resumed),
     ``key_busy`` (its concurrency key at N of N running), ``type_busy`` (its type at its cap),
     ``ahead`` (N due jobs of its type are taken before it), ``no_worker`` (no live worker serves
     its type), ``unknown_type`` (this deployment does not know the type), ``next`` (nothing holds
@@ -58,6 +60,14 @@ def why_waiting(
         return reasons
     if facts is None:
         return reasons or [WaitReason("next", "due: the next free worker slot takes it")]
+    if facts.type_paused:
+        reasons.append(
+            WaitReason(
+                "type_paused",
+                f"type {job.type!r} is paused: no worker takes its jobs until an operator "
+                f"resumes it (`jobs resume {job.type}`)",
+            )
+        )
     field = job_type.concurrency_key
     if (
         field is not None

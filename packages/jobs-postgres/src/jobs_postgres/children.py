@@ -11,31 +11,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from jobs_core.children import children_due
 from jobs_core.domain import Job, NewJob, Patch
 from sqlalchemy import TextClause, text
 
-from jobs_postgres import sql
+from jobs_postgres import bulk, sql
 
-INSERT_CHILDREN = text(
-    sql.insert_many_from(
-        """unnest(
+_ARRAYS = """unnest(
         CAST(:ids AS uuid[]), CAST(:org_ids AS text[]), CAST(:types AS text[]),
         CAST(:payloads AS text[]), CAST(:dedup_keys AS text[]), CAST(:dedup_scopes AS text[]),
         CAST(:max_attempts AS int[]), CAST(:run_ats AS timestamptz[]),
-        CAST(:priorities AS int[]), CAST(:concurrency_keys AS text[]),
-        CAST(:parent_ids AS uuid[])
+        CAST(:priorities AS int[]), CAST(:concurrency_keys AS text[]){arrays}
     ) AS n(
         id, org_id, type, payload, dedup_key, dedup_scope, max_attempts, run_at, priority,
-        concurrency_key, parent_id
-    )""",
-        parents=True,
+        concurrency_key{names}
+    )"""
+
+
+@cache
+def array_statement(parents: bool, traced: bool) -> TextClause:
+    """INSERT_MANY from array parameters, with the parents' ids (children: at most
+    :data:`jobs_core.children.CHILDREN_MAX`, so array parameters suffice, no COPY) and/or the
+    trace contexts (tracing on, decision 0039). Neither: :data:`jobs_postgres.sql.INSERT_MANY`
+    itself."""
+    if not (parents or traced):
+        return sql.INSERT_MANY
+    arrays = (", CAST(:parent_ids AS uuid[])" if parents else "") + (
+        ", CAST(:trace_contexts AS text[])" if traced else ""
     )
-)
-"""INSERT_MANY with the parents' ids. A handler's children travel with its outcome (at most
-:data:`jobs_core.children.CHILDREN_MAX`), so array parameters suffice (no COPY)."""
+    names = (", parent_id" if parents else "") + (", trace_context" if traced else "")
+    source = _ARRAYS.format(arrays=arrays, names=names)
+    return text(sql.insert_many_from(source, parents=parents, traced=traced))
+
 
 Rows = Callable[[TextClause, Mapping[str, Any]], list[Any]]
 
@@ -54,9 +64,10 @@ def array_insert(
     rows: Rows, specs: Sequence[NewJob], ids: Sequence[Any], payloads: Sequence[str], now: datetime
 ) -> list[Any]:
     """Insert ``specs`` (their ``ids`` and encoded ``payloads``) in one statement of array
-    parameters: :data:`jobs_postgres.sql.INSERT_MANY`, or :data:`INSERT_CHILDREN` when they
-    hold children (their ``parent_id`` written too); the statement's one row."""
+    parameters (:func:`array_statement`: their ``parent_id`` written too when they hold
+    children, their ``trace_context`` when they carry one); the statement's one row."""
     children = is_child(specs)
+    with_context = bulk.traced(specs)
     params = {
         "ids": ids,
         "org_ids": [s.org_id for s in specs],
@@ -72,7 +83,9 @@ def array_insert(
     }
     if children:
         params["parent_ids"] = [s.parent_id for s in specs]
-    return rows(INSERT_CHILDREN if children else sql.INSERT_MANY, params)
+    if with_context:
+        params["trace_contexts"] = [bulk.context_json(s) for s in specs]
+    return rows(array_statement(children, with_context), params)
 
 
 def children_of(patches: Sequence[Patch], finished: Sequence[Job | None]) -> list[NewJob]:

@@ -8,6 +8,7 @@ the data directory, so ``jobs dev`` needs no PostgreSQL installed (decision 0004
 from __future__ import annotations
 
 import logging
+import os
 import select
 import time
 from collections.abc import Mapping
@@ -83,6 +84,70 @@ statement whose best plan depends on its values (the purge's batched delete, a m
 queries) keeps a custom plan on the worker's other engine."""
 
 
+POOLER_ENV = "JOBS_DATABASE_POOLER"
+"""The environment variable naming what sits between the processes and the server."""
+
+POOLER_MODES = ("none", "transaction")
+"""``none`` (default): ``JOBS_DATABASE_URL`` is the server itself, sessions are the process's.
+``transaction``: it is a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``),
+which lends a server connection for one transaction at a time: nothing may rely on a session
+(docs/scaling.md, decision 0040)."""
+
+
+def pooler_mode(environ: Mapping[str, str] | None = None) -> str:
+    """``JOBS_DATABASE_POOLER`` (``none`` when unset or empty); ``ValueError`` for another value."""
+    raw = (os.environ if environ is None else environ).get(POOLER_ENV, "").strip().lower()
+    if raw in ("", "none"):
+        return "none"
+    if raw not in POOLER_MODES:
+        raise ValueError(
+            f"{POOLER_ENV}={raw!r} is not a pooler mode: use 'none' (JOBS_DATABASE_URL is the"
+            " server) or 'transaction' (it is PgBouncer in transaction pooling mode)"
+        )
+    return raw
+
+
+SESSION_ONLY_SETTINGS = ("application_name",)
+"""Startup settings a pooler in transaction mode still takes as connection parameters."""
+
+
+def startup_connect_args(settings: Mapping[str, str], pooler: str | None = None) -> dict[str, Any]:
+    """The ``connect_args`` that give every session ``timezone=UTC`` and ``settings``.
+
+    Direct (``pooler`` ``none``): one libpq ``options`` startup parameter (``-c name=value``),
+    sent with the connection, no round trip. Through a pooler in transaction mode: PgBouncer
+    refuses the ``options`` parameter and a session ``SET`` would leak to whichever client gets
+    that server connection next, so none is sent (``application_name``, which PgBouncer takes,
+    excepted): set them on the role instead (``ALTER ROLE ... SET``, docs/scaling.md), and
+    timestamps are read as UTC by :func:`read_timestamps_as_utc`; no statement is prepared on
+    the server (``prepare_threshold=None``): a named prepared statement belongs to a session.
+    """
+    mode = pooler_mode() if pooler is None else pooler
+    startup = {"timezone": "UTC", **settings}
+    if mode == "none":
+        return {"options": " ".join(f"-c {name}={value}" for name, value in startup.items())}
+    kept = {name: startup[name] for name in SESSION_ONLY_SETTINGS if name in startup}
+    return {"prepare_threshold": None, **kept}
+
+
+def session_settings_left_out(settings: Mapping[str, str]) -> dict[str, str]:
+    """What :func:`startup_connect_args` does not send through a pooler in transaction mode:
+    the settings to give the role instead (``ALTER ROLE ... SET name = value``)."""
+    startup = {"timezone": "UTC", **settings}
+    return {k: v for k, v in startup.items() if k not in SESSION_ONLY_SETTINGS}
+
+
+def read_timestamps_as_utc(engine: sqlalchemy.Engine) -> None:
+    """Every ``timestamptz`` the connections of ``engine`` read comes back in UTC, whatever the
+    session's ``timezone`` (through a pooler, the server's or the role's, not ours)."""
+    from jobs_postgres.pooler import register_utc_loaders
+
+    @event.listens_for(engine, "connect")
+    def _connected(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        if isinstance(dbapi_connection, psycopg.Connection):
+            register_utc_loaders(dbapi_connection)
+
+
 PING_IDLE_AFTER_S = 5.0
 """A pooled connection idle longer than this is pinged (one round trip) before it is used."""
 
@@ -92,6 +157,7 @@ def create_engine(
     *,
     session_settings: Mapping[str, str] | None = None,
     check_connections: bool = True,
+    pooler: str | None = None,
     **options: Any,
 ) -> sqlalchemy.Engine:
     """A SQLAlchemy engine on ``url`` with the psycopg 3 driver.
@@ -104,12 +170,15 @@ def create_engine(
     - every session runs in UTC, so timestamps come back as UTC datetimes;
     - ``session_settings``: more settings every session starts with (``SET name = value``,
       sent once at connect time, e.g. :data:`WORKER_SESSION_SETTINGS`);
+    - behind a pooler in transaction mode (``pooler``, else ``JOBS_DATABASE_POOLER``:
+      ``transaction``), no session setting is sent and no statement prepared
+      (:func:`startup_connect_args`);
     - the pool hands out its most recently returned connection first (``pool_use_lifo``): a
       connection FIFO order would hand out has often sat idle past the ping threshold;
     - ``options`` override the defaults (e.g. ``pool_size``; ``pool_pre_ping=True`` still
       pings on every checkout).
     """
-    startup = {"timezone": "UTC", **(session_settings or {})}
+    pooler = pooler_mode() if pooler is None else pooler
     settings: dict[str, Any] = {
         "pool_size": 10,
         "max_overflow": 20,
@@ -119,12 +188,14 @@ def create_engine(
         # so the checkout check below rarely pings; idle ones stay idle (and can be recycled).
         "pool_use_lifo": True,
         "connect_args": {
-            "options": " ".join(f"-c {name}={value}" for name, value in startup.items()),
+            **startup_connect_args(session_settings or {}, pooler),
             "connect_timeout": 10,
         },
     }
     settings.update(options)
     engine = sqlalchemy.create_engine(sqlalchemy_url(url), **settings)
+    if pooler != "none":
+        read_timestamps_as_utc(engine)
     if check_connections:
         check_on_checkout(engine)
     return engine
@@ -183,13 +254,17 @@ def _has_input(dbapi_connection: Any) -> bool:
     return bool(readable)
 
 
-def create_unpooled_engine(url: str) -> sqlalchemy.Engine:
+def create_unpooled_engine(url: str, pooler: str | None = None) -> sqlalchemy.Engine:
     """An engine whose connections close when released, for one-off work (migrations)."""
-    return sqlalchemy.create_engine(
+    pooler = pooler_mode() if pooler is None else pooler
+    engine = sqlalchemy.create_engine(
         sqlalchemy_url(url),
         poolclass=NullPool,
-        connect_args={"options": "-c timezone=UTC", "connect_timeout": 10},
+        connect_args={**startup_connect_args({}, pooler), "connect_timeout": 10},
     )
+    if pooler != "none":
+        read_timestamps_as_utc(engine)
+    return engine
 
 
 def resolve_database_url(url: str | None, data_dir: Path) -> str:

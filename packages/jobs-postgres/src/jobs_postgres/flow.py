@@ -10,7 +10,7 @@ def waiting_facts() -> str:
     """The counts of "why is this job waiting?" for one job (psycopg syntax).
 
     Index: jobs_queue_idx, its ``running`` range for the running counts and its queued range
-    for the jobs ahead (up to the cap); the worker table is small.
+    for the jobs ahead (up to the cap); the worker table is small; the pause: its primary key.
     """
     return """
 SELECT
@@ -25,7 +25,8 @@ SELECT
         LIMIT %(cap)s
     ) AS ahead),
     (SELECT count(*) FROM job_workers AS w
-        WHERE %(type)s = ANY(w.types) AND w.last_seen_at >= %(live_after)s)
+        WHERE %(type)s = ANY(w.types) AND w.last_seen_at >= %(live_after)s),
+    EXISTS (SELECT 1 FROM job_type_pauses AS p WHERE p.type = %(type)s)
 """
 
 

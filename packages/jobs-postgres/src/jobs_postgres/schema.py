@@ -93,6 +93,9 @@ jobs = Table(
     # The job whose handler enqueued this one (ctx.enqueue), same org; NULL for any other. No
     # foreign key: a parent may be deleted (retention, jobs rm) before its children.
     Column("parent_id", UUID(as_uuid=True)),
+    # -- tracing (migration 0015_job_trace_context, decision 0039) ---------------------------------
+    # The W3C trace context of the job's enqueue ({"traceparent": ...}); NULL with tracing off.
+    Column("trace_context", JSONB),
     # -- waits (migration 0017_job_waits, decision 0041) ----------------------------------------
     # Private: the rule of a job that awaits others (NULL for one that awaits none), and whether
     # others await this one (its end is then recorded by the trigger jobs_record_wait_end).

@@ -24,7 +24,6 @@ from sqlalchemy import (
     ColumnElement,
     Select,
     Text,
-    TextClause,
     case,
     cast,
     func,
@@ -80,22 +79,27 @@ _LAST_SEEN = "coalesce(j.heartbeat_at, j.started_at)"
 # The conflict target of every insert: the unique index jobs_org_dedup_key_key (decision 0003).
 ON_DEDUP_CONFLICT = "ON CONFLICT (org_id, dedup_key) DO NOTHING"
 
+
 # Index: jobs_org_dedup_key_key resolves the conflict. The hottest call there is, so it runs
 # on the psycopg connection itself (``%(name)s`` parameters; psycopg prepares it on a
 # connection's fifth run): SQLAlchemy's execution and result machinery cost a third of the call
 # (bench/NOTES.md §4). The id is the caller's (uuid7), so the caller builds the inserted job
 # itself (domain.new_job) and only the id comes back, and a try repeated after a lost connection
 # can tell whether the first one committed (EXISTS_ID).
-INSERT = f"""
+def _insert(traced: bool) -> str:
+    column, value = (
+        (", trace_context", ", CAST(%(trace_context)s AS jsonb)") if traced else ("", "")
+    )
+    return f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
         id, org_id, type, payload, dedup_key, requested_dedup_key, dedup_scope, max_attempts,
-        created_at, run_at, priority, concurrency_key
+        created_at, run_at, priority, concurrency_key{column}
     )
     VALUES (
         %(id)s, %(org_id)s, %(type)s, CAST(%(payload)s AS jsonb), %(dedup_key)s, %(dedup_key)s,
         %(dedup_scope)s, %(max_attempts)s, %(now)s, %(run_at)s, %(priority)s,
-        %(concurrency_key)s
+        %(concurrency_key)s{value}
     )
     {ON_DEDUP_CONFLICT}
     RETURNING j.id
@@ -104,11 +108,16 @@ wake AS (SELECT pg_notify('jobs_new', '') FROM inserted)
 SELECT inserted.id FROM inserted {NOTIFIED}
 """
 
+
+INSERT = _insert(traced=False)
+INSERT_TRACED = _insert(traced=True)
+"""INSERT with the job's trace context (tracing on, decision 0039); INSERT is unchanged."""
+
 # Index: the primary key. (psycopg parameters, as INSERT.)
 EXISTS_ID = "SELECT 1 FROM jobs WHERE id = %(id)s"
 
 
-def insert_many_from(source: str, *, parents: bool = False) -> str:
+def insert_many_from(source: str, *, parents: bool = False, traced: bool = False) -> str:
     """Insert the rows of ``source`` (columns id, org_id, type, payload, dedup_key,
     dedup_scope, max_attempts, run_at, priority, concurrency_key) in one statement.
 
@@ -119,11 +128,14 @@ def insert_many_from(source: str, *, parents: bool = False) -> str:
     within the batch the first job with a key still wins it, as on memory. Only the ids of the
     inserted jobs that have a key come back: the caller already has the rest of each row.
 
-    With ``parents``, ``source`` has a ``parent_id`` column too (children, decision 0038): the
-    other enqueues never write it (NULL by default), so their statements stay as they were.
+    With ``parents``, ``source`` has a ``parent_id`` column too (children, decision 0038); with
+    ``traced``, a ``trace_context`` (JSON text; tracing on, decision 0039): the other enqueues
+    never write them (NULL by default), so their statements stay as they were.
     """
-    parent_column = ", parent_id" if parents else ""
-    parent_value = ", n.parent_id" if parents else ""
+    extra = [("parent_id", "n.parent_id")] if parents else []
+    extra += [("trace_context", "CAST(n.trace_context AS jsonb)")] if traced else []
+    parent_column = "".join(f", {name}" for name, _ in extra)
+    parent_value = "".join(f", {value}" for _, value in extra)
     return f"""
 WITH inserted AS (
     INSERT INTO jobs AS j (
@@ -163,66 +175,7 @@ INSERT_MANY = text(
     )
 )
 
-# A large batch: COPY (binary) into a temporary table, then the same INSERT from it. COPY
-# skips the per-element quoting and parsing of array parameters: about twice the rate of
-# INSERT_MANY at tens of thousands of rows, for three more round trips.
-INCOMING_COLUMNS = (
-    ("id", "uuid"),
-    ("org_id", "text"),
-    ("type", "text"),
-    ("payload", "text"),
-    ("dedup_key", "text"),
-    ("dedup_scope", "text"),
-    ("max_attempts", "int4"),
-    ("run_at", "timestamptz"),
-    ("priority", "int4"),
-    ("concurrency_key", "text"),
-)
-
-
-def create_incoming(table: str) -> TextClause:
-    """A temporary table for one COPY batch, gone at the end of the transaction at the latest."""
-    columns = ", ".join(f"{name} {kind}" for name, kind in INCOMING_COLUMNS)
-    return text(f"CREATE TEMPORARY TABLE {table} ({columns}) ON COMMIT DROP")
-
-
-def copy_incoming(table: str) -> str:
-    """The COPY statement filling ``table`` (psycopg's ``cursor.copy``)."""
-    return f"COPY {table} FROM STDIN (FORMAT BINARY)"
-
-
-def insert_from_incoming(table: str) -> TextClause:
-    """INSERT_MANY reading the COPY batch of ``table``."""
-    return text(insert_many_from(f"{table} AS n"))
-
-
-def drop_incoming(table: str) -> TextClause:
-    """Drop the batch table at once (a caller's transaction may go on for long)."""
-    return text(f"DROP TABLE {table}")
-
-
-# A batch without dedup keys cannot conflict (its ids are the caller's, uuid v7): it is COPied
-# straight into jobs, with no temporary table, no INSERT … SELECT and no speculative insertion
-# per row (ON CONFLICT); NOTIFY_INSERTED then sends what INSERT_MANY's CTE would, in the same
-# transaction. ``payload`` is sent in jsonb's binary form (a version byte, 1, then the JSON
-# text), which the caller declares as bytea: psycopg's jsonb dumper would serialise it again.
-COPY_JOBS = (
-    "COPY jobs (id, org_id, type, payload, dedup_scope, max_attempts, created_at, run_at,"
-    " priority, concurrency_key) FROM STDIN (FORMAT BINARY)"
-)
-COPY_JOBS_TYPES = (
-    "uuid",
-    "text",
-    "text",
-    "bytea",
-    "text",
-    "int4",
-    "timestamptz",
-    "timestamptz",
-    "int4",
-    "text",
-)
-NOTIFY_INSERTED = "SELECT pg_notify('jobs_new', '')"
+# Large batches (COPY): jobs_postgres.bulk.
 
 
 # Index: jobs_org_dedup_key_key (equality on both columns).

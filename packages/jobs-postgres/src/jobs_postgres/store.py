@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import secrets
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -29,11 +28,12 @@ from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingF
 from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
-from jobs_postgres import claims, flow, sql
+from jobs_postgres import bulk, claims, flow, sql
 from jobs_postgres.children import array_insert, children_of, has_children, is_child
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.operator_rows import OperatorRows
+from jobs_postgres.pauses import TypePauseRows
 from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
     STATUS_OF,
@@ -55,7 +55,7 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows):
+class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows, WaitRows):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises
@@ -97,14 +97,17 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows)
             "priority": new.priority,
             "concurrency_key": new.concurrency_key,
         }
+        insert = sql.INSERT
+        if new.trace_context is not None:  # tracing on (decision 0039)
+            insert, params["trace_context"] = sql.INSERT_TRACED, bulk.context_json(new)
 
         def attempt(execute: Execute, retried: bool) -> bool:
             if not retried:
-                return execute(sql.INSERT, params) is not None
+                return execute(insert, params) is not None
             if execute(sql.EXISTS_ID, {"id": job_id}) is not None:
                 return True  # the first try committed before its connection was lost
             try:
-                return execute(sql.INSERT, params) is not None
+                return execute(insert, params) is not None
             except psycopg.errors.UniqueViolation:
                 # The key conflict does nothing: a unique violation is the primary key, the
                 # first try committing (still running on a connection we lost) since EXISTS_ID.
@@ -140,12 +143,14 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows)
         ]
         children = is_child(new)  # at most CHILDREN_MAX: array parameters carry their parents
         if not children and len(new) >= COPY_UNKEYED_FROM and all(s.dedup_key is None for s in new):
-            self._copy_into_jobs(new, ids, payloads, now)
+            with self._transaction() as conn:
+                bulk.copy_into_jobs(conn, new, ids, payloads, now)
             return domain.new_jobs(new, ids, now)
         if children or len(new) < COPY_FROM:
             rows = array_insert(self._rows, new, ids, payloads, now)
         else:
-            rows = self._copy_insert(new, ids, payloads, now)
+            with self._transaction() as conn:
+                rows = bulk.copy_insert(conn, new, ids, payloads, now)
         keyed = set(rows[0][0] or ())
         kept = [
             (spec, job_id)
@@ -153,62 +158,6 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows)
             if spec.dedup_key is None or job_id in keyed
         ]
         return domain.new_jobs((spec for spec, _ in kept), (job_id for _, job_id in kept), now)
-
-    def _copy_into_jobs(
-        self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
-    ) -> None:
-        """COPY a batch without dedup keys straight into ``jobs``, then its notifications."""
-        with self._transaction() as conn:
-            driver = conn.connection.driver_connection
-            assert isinstance(driver, psycopg.Connection)
-            with driver.cursor() as cursor:
-                with cursor.copy(sql.COPY_JOBS) as copy:
-                    copy.set_types(sql.COPY_JOBS_TYPES)
-                    for job_id, spec, payload in zip(ids, new, payloads, strict=True):
-                        copy.write_row(
-                            (
-                                job_id,
-                                spec.org_id,
-                                spec.type,
-                                b"\x01" + payload.encode(),  # jsonb's binary form, version 1
-                                spec.dedup_scope.value,
-                                spec.max_attempts,
-                                now,
-                                spec.run_at or now,
-                                spec.priority,
-                                spec.concurrency_key,
-                            )
-                        )
-                cursor.execute(sql.NOTIFY_INSERTED)
-
-    def _copy_insert(
-        self, new: Sequence[NewJob], ids: list[uuid.UUID], payloads: list[str], now: datetime
-    ) -> list[Any]:
-        table = f"jobs_incoming_{secrets.token_hex(6)}"
-        with self._transaction() as conn:
-            conn.execute(sql.create_incoming(table))
-            driver = conn.connection.driver_connection
-            assert isinstance(driver, psycopg.Connection)
-            with driver.cursor() as cursor, cursor.copy(sql.copy_incoming(table)) as copy:
-                copy.set_types([kind for _, kind in sql.INCOMING_COLUMNS])
-                for job_id, spec, payload in zip(ids, new, payloads, strict=True):
-                    copy.write_row(
-                        (
-                            job_id,
-                            spec.org_id,
-                            spec.type,
-                            payload,
-                            spec.dedup_key,
-                            spec.dedup_scope.value,
-                            spec.max_attempts,
-                            spec.run_at,
-                            spec.priority,
-                            spec.concurrency_key,
-                        )
-                    )
-            rows = list(conn.execute(sql.insert_from_incoming(table), {"now": now}).all())
-            conn.execute(sql.drop_incoming(table))
-            return rows
 
     def find_by_dedup_key(self, org_id: str, dedup_key: str) -> Job | None:
         """The job of the org that holds ``dedup_key`` now, if any."""
@@ -271,7 +220,7 @@ class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, WaitRows)
             "live_after": live_after(now),
         }
         row = self._on_driver(lambda execute, _: execute(flow.waiting_facts(), params))
-        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]), bool(row[4]))
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and

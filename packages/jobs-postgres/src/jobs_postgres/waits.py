@@ -21,7 +21,7 @@ from jobs_core.domain import Job, NewJob, Status
 from jobs_core.waits import Awaited, DependencyInvalid, Ended, Release, WaitRule
 from sqlalchemy import Connection, text
 
-from jobs_postgres import sql
+from jobs_postgres import bulk, sql
 from jobs_postgres.connections import StoreConnections
 from jobs_postgres.rows import job_from_row, save_job
 
@@ -46,12 +46,12 @@ _INSERT_WAITER = text(
     INSERT INTO jobs AS j (
         id, org_id, type, status, payload, dedup_key, requested_dedup_key, dedup_scope,
         max_attempts, created_at, run_at, priority, concurrency_key, parent_id, error,
-        finished_at, hook_due_at, wait_rule
+        finished_at, hook_due_at, wait_rule, trace_context
     )
     VALUES (
         :id, :org_id, :type, :status, CAST(:payload AS jsonb), :dedup_key, :requested_dedup_key,
         :dedup_scope, :max_attempts, :now, :run_at, :priority, :concurrency_key, :parent_id,
-        :error, :finished_at, :hook_due_at, :wait_rule
+        :error, :finished_at, :hook_due_at, :wait_rule, CAST(:trace_context AS jsonb)
     )
     {sql.ON_DEDUP_CONFLICT}
     RETURNING j.id, j.status
@@ -227,6 +227,7 @@ def _insert_waiter(
         "finished_at": job.finished_at,
         "hook_due_at": domain.end_hook_due(job.status, now, by_worker=False),
         "wait_rule": rule.value,
+        "trace_context": None if new.trace_context is None else bulk.context_json(new),
     }
     if conn.execute(_INSERT_WAITER, params).first() is None:
         return None

@@ -137,3 +137,38 @@ class PostgresWakeup:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):  # closing a broken connection
                 conn.close()
+
+
+class PollingWakeup:
+    """A :class:`jobs_core.ports.Wakeup` that is never signalled: the worker finds new work by
+    its poll (every ``JOBS_POLL_INTERVAL_S``), so a job waits up to that long for an idle
+    worker. What a worker behind a pooler in transaction mode gets without
+    ``JOBS_DIRECT_DATABASE_URL``: ``LISTEN`` needs a session, which such a pooler does not keep.
+    """
+
+    _told = False
+
+    def __init__(self) -> None:
+        self._closed = threading.Event()
+
+    @classmethod
+    def stated(cls, poll_interval_s: float) -> PollingWakeup:
+        """A new one, and (once per process) the log line saying what it costs."""
+        if not cls._told:
+            cls._told = True
+            log.warning(
+                "JOBS_DATABASE_POOLER=transaction without JOBS_DIRECT_DATABASE_URL: no LISTEN"
+                " for new jobs, the worker polls every %g s (JOBS_POLL_INTERVAL_S): an idle"
+                " worker starts a new job up to that long after its enqueue",
+                poll_interval_s,
+            )
+        return cls()
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep ``timeout`` seconds (or until :meth:`close`); never woken by a signal."""
+        self._closed.wait(timeout)
+        return False
+
+    def close(self) -> None:
+        """Wake a waiter, which returns False."""
+        self._closed.set()

@@ -148,6 +148,8 @@ class Slots:
         registry, now = self.service.registry, self.clock.now
         shared, lock, observe = self.shared, self._lock, self.demand.observe
         inbox = shared.inbox
+        tracer = self.service.tracer
+        tracing = tracer.enabled  # off: this one test per attempt is all tracing costs
         while (attempt := self._queue.get()) is not None:
             with lock:
                 if attempt.phase is not Phase.BUFFERED:
@@ -160,7 +162,13 @@ class Slots:
             def overrun(thread: threading.Thread, attempt: Attempt = attempt) -> None:
                 attempt.overrun = thread
 
-            outcome = run_attempt(registry, attempt.ctx, now, on_overrun=overrun)
+            if tracing:  # a span around the attempt (decision 0039)
+                with tracer.processing(attempt.job) as span:
+                    outcome = span.ended(
+                        run_attempt(registry, attempt.ctx, now, on_overrun=overrun)
+                    )
+            else:
+                outcome = run_attempt(registry, attempt.ctx, now, on_overrun=overrun)
             ended = time.monotonic()
             self.fence.stopped(attempt.job.id)
             outcome = fenced_outcome(outcome, attempt.fenced, attempt.cancel_requested, now)

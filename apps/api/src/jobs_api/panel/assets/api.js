@@ -63,6 +63,9 @@ export const api = {
   /** The org's quotas, its use of them and the ones it is near (GET /quotas). */
   quotas: () => request("GET", "/quotas"),
   jobTypes: () => request("GET", "/job-types"),
+  /** Operators only (403 otherwise): stop or restart every org's claims of a type. */
+  pauseType: (name) => request("POST", `/job-types/${encodeURIComponent(name)}/pause`),
+  resumeType: (name) => request("POST", `/job-types/${encodeURIComponent(name)}/resume`),
   enqueue: (body) => request("POST", "/jobs", body),
   cancel: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/cancel`),
   retry: (id) => request("POST", `/jobs/${encodeURIComponent(id)}/retry`),

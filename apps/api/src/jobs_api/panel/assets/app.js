@@ -8,6 +8,7 @@
 import { api, signedOut } from "./api.js";
 import { renderAttempts } from "./attempts.js";
 import { PayloadFields } from "./form.js";
+import { typePauses } from "./pauses.js";
 import { QuotaNote } from "./quota.js";
 import { age, duration, shortId, stamp } from "./format.js";
 import { SchedulesView } from "./schedules.js";
@@ -21,6 +22,7 @@ import {
 
 let schedulesView = null;
 export let quotaNote = null;
+let pauses = null;
 
 // ---- live events ----------------------------------------------------------------------------
 
@@ -295,6 +297,7 @@ async function submitForm(event) {
 async function loadTypes() {
   try {
     const answer = await api.jobTypes();
+    (pauses ??= typePauses(toast)).show(answer); // the paused badges, an operator's buttons
     const list = Array.isArray(answer) ? answer : answer.items || answer.types || [];
     state.types = new Map(list.map((type) => [type.name, type]));
   } catch (error) {
