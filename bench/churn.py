@@ -178,7 +178,7 @@ def _index_ab(args: argparse.Namespace) -> int:
         for i in range(args.index_ab * 2):
             with_index = i % 2 == 0
             with engine.begin() as conn:
-                conn.execute(text("TRUNCATE jobs, job_attempts, job_attempts"))
+                conn.execute(text("TRUNCATE jobs, job_attempts, job_waits, job_wait_ends"))
                 conn.execute(text("DROP INDEX IF EXISTS jobs_finished_idx"))
                 if with_index:
                     conn.execute(
@@ -255,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
         both see the same load of the shared box; the control is emptied again after."""
         empty = drain(control, args.probe, args.batch)
         with control_engine.begin() as conn:
-            conn.execute(text("TRUNCATE jobs, job_attempts, job_attempts"))
+            conn.execute(text("TRUNCATE jobs, job_attempts, job_waits, job_wait_ends"))
         full = drain(store, args.probe, args.batch)
         return empty, full
 

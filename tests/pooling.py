@@ -37,7 +37,10 @@ POOLED_TIMEZONE = "America/Los_Angeles"
 POOL_SIZE = 10
 """Server connections the test pooler opens per database (a fleet shares them)."""
 
-TABLES = "jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events, job_type_pauses"
+TABLES = (
+    "jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events, job_type_pauses,"
+    " job_waits, job_wait_ends"
+)
 
 
 def _reachable_by_pooler(server_url: str) -> str | None:

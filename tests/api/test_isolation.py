@@ -101,6 +101,7 @@ async def test_org_b_lists_and_counts_none_of_org_a_jobs(
 
     stats = (await client.get("/jobs/stats", headers=as_b)).json()
     assert stats == {
+        "waiting": 0,
         "queued": 1,
         "running": 0,
         "done": 0,

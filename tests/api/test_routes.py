@@ -369,6 +369,7 @@ async def test_stats_count_each_status_and_the_active_total(
     response = await client.get("/jobs/stats", headers=as_a)
     assert response.status_code == 200
     assert response.json() == {
+        "waiting": 0,
         "queued": 2,
         "running": 1,
         "done": 1,

@@ -44,7 +44,9 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
         calls += 1
         if calls > 1:
             with engine.begin() as connection:
-                connection.execute(text("TRUNCATE jobs, job_attempts, job_type_pauses"))
+                connection.execute(
+                    text("TRUNCATE jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends")
+                )
         return store
 
     return empty

@@ -17,6 +17,7 @@ from jobs_core.ports import (
     Overview,
     Recovery,
     TypePauses,
+    Waits,
 )
 from jobs_core.workers import WorkerRegistry
 
@@ -30,6 +31,7 @@ STORE_ROLES = (
     OperatorReads,
     WorkerRegistry,
     TypePauses,
+    Waits,
 )
 LARGEST_ROLE = 7
 

@@ -41,7 +41,7 @@ def imports_engine(imports_url: str, pg_engine: Engine) -> Engine:
         conn.execute(
             text(
                 "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
-                "jobs, job_attempts"
+                "jobs, job_attempts, job_waits, job_wait_ends"
             )
         )
     return pg_engine

@@ -285,7 +285,7 @@ def _reset(engine: Engine) -> None:
         conn.execute(
             text(
                 "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
-                "jobs, job_attempts"
+                "jobs, job_attempts, job_waits, job_wait_ends"
             )
         )
 

@@ -76,7 +76,10 @@ def engine(_session_engine: Engine) -> Engine:
     with _session_engine.begin() as conn:
         conn.execute(text("SET LOCAL lock_timeout = '10s'"))
         conn.execute(
-            text("TRUNCATE jobs, job_attempts, job_workers, linkcheck_crawls, linkcheck_results")
+            text(
+                "TRUNCATE jobs, job_attempts, job_waits, job_wait_ends, job_workers,"
+                " linkcheck_crawls, linkcheck_results"
+            )
         )
     return _session_engine
 

@@ -26,7 +26,7 @@ from sqlalchemy import Engine, text
 
 def _reset(store: PostgresJobStore) -> None:
     with store.engine.begin() as conn:
-        conn.execute(text("TRUNCATE jobs, job_attempts, job_attempts"))
+        conn.execute(text("TRUNCATE jobs, job_attempts, job_waits, job_wait_ends"))
     with store.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(text("VACUUM ANALYZE jobs"))
 

@@ -31,6 +31,7 @@ from jobs_api.schedules import router as schedules_router
 from jobs_api.sessions import install_session_handlers
 from jobs_api.sessions import router as sessions_router
 from jobs_api.tracing import ContinueTrace
+from jobs_api.waits import router as waits_router
 
 log = logging.getLogger("jobs.api")
 
@@ -144,6 +145,7 @@ def create_app(container: Container | None = None) -> FastAPI:
             use_process_tracer(tracer)
     app.include_router(events_router)  # before /jobs/{job_id}, which would take its path
     app.include_router(overview_router)  # before /jobs/{job_id}, which would take /jobs/lookup
+    app.include_router(waits_router)  # before /jobs/{job_id}, as the event stream
     app.include_router(router)
     app.include_router(job_types_router)
     app.include_router(sessions_router)

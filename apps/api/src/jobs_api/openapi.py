@@ -71,6 +71,7 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         return  # nothing is enqueueable: the generic EnqueueIn stays, and every type is a 422
     components = schema["components"]["schemas"]
     dedup_key = EnqueueIn.model_json_schema()["properties"]["dedup_key"]
+    depends_on = EnqueueIn.model_json_schema()["properties"]["depends_on"]
     variants = {}
     for job_type in public:
         component = f"Enqueue_{_component_name(job_type.name)}"
@@ -85,6 +86,7 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         properties: dict[str, Any] = {
             "type": {"type": "string", "const": job_type.name},
             "payload": payload,
+            "depends_on": depends_on,
         }
         if job_type.dedup_key is None:
             # A type that owns its key derives it from the payload (docs/flow-control.md): the
@@ -108,6 +110,33 @@ def _document_job_types(schema: dict[str, Any], registry: Registry) -> None:
         "discriminator": {"propertyName": "type", "mapping": variants},
     }
     components.pop(EnqueueIn.__name__, None)  # replaced by the variants, referenced nowhere
+    _document_batch_jobs(components, variants)
+
+
+def _document_batch_jobs(components: dict[str, Any], variants: dict[str, str]) -> None:
+    """``POST /batches`` names its members and callback as ``POST /jobs`` names a job: one
+    variant per public type (its type and payload only)."""
+    batch = components.get("BatchIn")
+    if batch is None:
+        return
+    members = {}
+    for name, ref in variants.items():
+        enqueue = components[ref.removeprefix(_COMPONENTS)]
+        component = ref.removeprefix(_COMPONENTS).replace("Enqueue_", "BatchJob_", 1)
+        components[component] = {
+            **enqueue,
+            "title": f"Batch job {name}",
+            "properties": {k: enqueue["properties"][k] for k in ("type", "payload")},
+        }
+        members[name] = _COMPONENTS + component
+    one_of = {
+        "oneOf": [{"$ref": ref} for ref in members.values()],
+        "discriminator": {"propertyName": "type", "mapping": members},
+    }
+    properties = batch["properties"]
+    properties["jobs"]["items"] = one_of
+    properties["callback"] = {**one_of, "description": properties["callback"].get("description")}
+    components.pop("BatchJobIn", None)
 
 
 NUL_FREE = "^[^\\x00]*$"

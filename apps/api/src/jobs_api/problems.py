@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from jobs_core import (
     DedupConflict,
     DedupKeyOwned,
+    DependencyInvalid,
     InvalidTransition,
     JobNotFound,
     PayloadInvalid,
@@ -202,6 +203,16 @@ def _dedup_conflict(request: Request, exc: Exception) -> ProblemResponse:
     return problem(409, str(exc), kind="dedup-conflict")
 
 
+def _dependency_invalid(request: Request, exc: Exception) -> ProblemResponse:
+    # ``missing``: the ids the client sent that name no job of its org (another org's job is
+    # answered as an absent one), at most MAX_DEPENDENCIES of them.
+    assert isinstance(exc, DependencyInvalid)
+    where = ["body", "depends_on"] if "depends_on" in _body_fields(request) else ["body", "jobs"]
+    error = {"loc": where, "msg": str(exc), "type": "dependency_invalid"}
+    members = {"missing": [str(job_id) for job_id in exc.missing]} if exc.missing else None
+    return problem(422, str(exc), kind="dependency-invalid", errors=[error], members=members)
+
+
 def _payload_invalid(request: Request, exc: Exception) -> ProblemResponse:
     assert isinstance(exc, PayloadInvalid)
     errors = [
@@ -315,6 +326,7 @@ def install_problem_handlers(app: FastAPI) -> None:
     app.add_exception_handler(JobNotFound, _job_not_found)
     app.add_exception_handler(InvalidTransition, _invalid_transition)
     app.add_exception_handler(DedupConflict, _dedup_conflict)
+    app.add_exception_handler(DependencyInvalid, _dependency_invalid)
     app.add_exception_handler(PayloadInvalid, _payload_invalid)
     app.add_exception_handler(UnknownJobType, _unknown_job_type)
     app.add_exception_handler(StoreUnavailable, _store_unavailable)

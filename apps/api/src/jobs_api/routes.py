@@ -73,6 +73,9 @@ def _job_id(raw: str) -> uuid.UUID:
 
 router = APIRouter()
 
+WAITS_OR_QUEUED = frozenset({Status.WAITING, Status.QUEUED})
+"""The statuses a job read alone says why it waits in."""
+
 
 @router.get(
     "/healthz",
@@ -119,15 +122,27 @@ def enqueue(
     response: Response,
 ) -> JobOut:
     """Enqueue a job; the row exists when this returns, so the client may poll it at once.
-    An org over its quota of queued jobs or its enqueue rate gets 429 with ``Retry-After``."""
+    An org over its quota of queued jobs or its enqueue rate gets 429 with ``Retry-After``.
+    With ``depends_on`` it waits for those jobs (422 naming the ids that are not the org's)."""
     service.registry.public_type(body.type)  # an internal type answers as an unknown one
     admit(request, org)
-    enqueued = service.enqueue(
-        org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority
-    )
+    if body.depends_on is not None:  # waits for them (decision 0041); never deduplicated
+        job = service.enqueue_after(
+            org,
+            body.type,
+            body.payload,
+            body.depends_on,
+            dedup_key=body.dedup_key,
+            priority=body.priority,
+        )
+        created = True
+    else:
+        enqueued = service.enqueue(
+            org, body.type, body.payload, dedup_key=body.dedup_key, priority=body.priority
+        )
+        job, created = enqueued.job, enqueued.created
     _container(request).reads().wrote(org)
-    job = enqueued.job
-    if enqueued.created:
+    if created:
         response.headers["Location"] = request.scope.get("root_path", "") + str(
             request.app.url_path_for("get_job", job_id=str(job.id))
         )
@@ -205,7 +220,7 @@ def get_job(job_id: JobIdPath, org: CurrentOrgDep, reads: ReadsDep) -> Response:
     # to the thread pool before serializing it on the event loop (bench/NOTES.md §5).
     service = reads.service(org)
     found = service.get(org, _job_id(job_id))
-    waiting = service.why_waiting(found) if found.status is Status.QUEUED else None
+    waiting = service.why_waiting(found) if found.status in WAITS_OR_QUEUED else None
     history = service.attempts(org, found.id)
     job = JobOut.of(found, waiting, history)
     return Response(job.model_dump_json(), media_type="application/json")

@@ -15,6 +15,7 @@ from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
 from jobs_core.history import AttemptOutcome, AttemptRecord
 from jobs_core.listing import Elided, elided_fields
 from jobs_core.waiting import WaitReason
+from jobs_core.waits import MAX_DEPENDENCIES
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -178,6 +179,17 @@ class EnqueueIn(BaseModel):
         le=PRIORITY_MAX,
         description=f"Higher runs first ({PRIORITY_MIN} to {PRIORITY_MAX}; default 0).",
     )
+    depends_on: list[uuid.UUID] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_DEPENDENCIES,
+        description=(
+            "Ids of the org's jobs this one waits for (status `waiting`, never claimed until "
+            "they have all ended; docs/flows.md). One that ends failed or cancelled cancels "
+            'this job, unless its type declares `after_failed_dependency="run"`. A '
+            f"dependent job is never deduplicated into another (409). At most {MAX_DEPENDENCIES}."
+        ),
+    )
 
 
 class JobPage(BaseModel):
@@ -188,8 +200,9 @@ class JobPage(BaseModel):
 
 
 class JobStats(BaseModel):
-    """Job counts of the org per status; ``active`` = queued + running (the panel's badge)."""
+    """Job counts of the org per status; ``active`` = waiting + queued + running."""
 
+    waiting: int = 0
     queued: int
     running: int
     done: int
@@ -201,6 +214,7 @@ class JobStats(BaseModel):
     def of(cls, counts: dict[Status, int]) -> JobStats:
         """From the store's count per status."""
         return cls(
+            waiting=counts.get(Status.WAITING, 0),
             queued=counts.get(Status.QUEUED, 0),
             running=counts.get(Status.RUNNING, 0),
             done=counts.get(Status.DONE, 0),
@@ -219,6 +233,7 @@ class Health(BaseModel):
 class StatusFilter(enum.StrEnum):
     """``GET /jobs?status=``: one status, or a group (``active``, ``finished``)."""
 
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"

@@ -55,6 +55,7 @@ PARTS = (
     "jobs_contract.children",
     "jobs_contract.pauses",
     "jobs_contract.overview",
+    "jobs_contract.waits",
 )
 """Every part of the suite: a module of tests to import into one test module of the adapter."""
 
@@ -76,6 +77,7 @@ ROLES = {
     ),
     "jobs_core.ports.History": ("jobs_contract.history",),
     "jobs_core.ports.Overview": ("jobs_contract.overview",),
+    "jobs_core.ports.Waits": ("jobs_contract.waits",),
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),
     "jobs_core.ports.TypePauses": ("jobs_contract.pauses",),

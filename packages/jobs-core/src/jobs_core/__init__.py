@@ -43,18 +43,24 @@ from jobs_core.ports import Clock, JobFilter, JobStore, Wakeup
 from jobs_core.registry import Handler, JobType, PayloadSchema, Registry
 from jobs_core.retry import RetryPolicy, constant, exponential, jitter
 from jobs_core.service import Enqueued, JobService, SweepReport
+from jobs_core.wait_service import AwaitedSummary, Batch
+from jobs_core.waits import Awaited, DependencyInvalid, WaitRule
 
 __all__ = [
     "ACTIVE",
     "FINISHED",
     "MAX_ATTEMPTS_EXCEEDED",
     "AttemptRef",
+    "Awaited",
+    "AwaitedSummary",
+    "Batch",
     "CancelReason",
     "Cancelled",
     "Clock",
     "DedupConflict",
     "DedupKeyOwned",
     "DedupScope",
+    "DependencyInvalid",
     "DocumentTooLarge",
     "Done",
     "DuplicateJobType",
@@ -91,6 +97,7 @@ __all__ = [
     "SweepReport",
     "SystemClock",
     "UnknownJobType",
+    "WaitRule",
     "Wakeup",
     "constant",
     "exponential",

@@ -29,6 +29,7 @@ CheckpointLoader = Callable[[], Mapping[str, Any] | None]
 
 if TYPE_CHECKING:
     from jobs_core.registry import Registry
+    from jobs_core.wait_service import AwaitedSummary
 
 _UNLOADED: Any = object()
 
@@ -45,7 +46,7 @@ class JobContext:
     Cancellation is cooperative: the worker sets it, the handler checks ``cancelled`` or calls
     ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why. ``job`` is the job as
     this attempt claimed it (its id, org, attempts, ...); ``enqueue`` and ``enqueue_many`` make
-    its children (:mod:`jobs_core.children`).
+    its children (:mod:`jobs_core.children`); ``awaited()`` reads the jobs it waited for.
     """
 
     def __init__(
@@ -62,8 +63,10 @@ class JobContext:
         registry: Registry | None = None,
         enqueuer: ChildEnqueuer | None = None,
         admit: ChildAdmission | None = None,
+        awaited: Callable[[], AwaitedSummary] | None = None,
     ) -> None:
         self.job = job
+        self._awaited = awaited
         # Made on the first enqueue only (the completer builds a context per job).
         self._registry = registry
         self._enqueuer = enqueuer
@@ -103,6 +106,14 @@ class JobContext:
         """1 for the first attempt. A snooze or a worker's hand-back refunds the attempt, so the
         next run has the same number: tell runs apart by :attr:`run_id`."""
         return self.job.attempts
+
+    def awaited(self) -> AwaitedSummary:
+        """The jobs this job waited for before it ran (its ``depends_on``; a batch's callback:
+        the batch's members) and how each ended, read now: ``.jobs`` (id, type, status, in the
+        order given) and ``.counts`` (jobs per status). Empty for a job that waited for none."""
+        if self._awaited is None:
+            raise RuntimeError("this context has no store to read the awaited jobs from")
+        return self._awaited()
 
     @property
     def run_id(self) -> uuid.UUID | None:

@@ -391,8 +391,8 @@ def finish(job: Job, outcome: Outcome, now: datetime) -> Job:
 
 
 def cancel_queued(job: Job, now: datetime) -> Job:
-    """``queued`` → ``cancelled`` at once; the key is released."""
-    if job.status is not Status.QUEUED:
+    """``queued`` (or ``waiting``) → ``cancelled`` at once; the key is released."""
+    if job.status is not Status.QUEUED and job.status is not Status.WAITING:
         raise InvalidTransition(job.status, "cancel")
     return dataclasses.replace(
         job,
@@ -414,9 +414,10 @@ def request_cancel(job: Job, now: datetime) -> Job:
 
 
 def cancel(job: Job, now: datetime) -> Job:
-    """Cancel now or ask for it: a ``queued`` job is cancelled at once, a ``running`` one gets a
-    request (the same job back if one was already made); a finished job cannot be cancelled."""
-    if job.status is Status.QUEUED:
+    """Cancel now or ask for it: a ``queued`` or ``waiting`` job is cancelled at once, a
+    ``running`` one gets a request (the same job back if one was already made); a finished job
+    cannot be cancelled."""
+    if job.status is Status.QUEUED or job.status is Status.WAITING:
         return cancel_queued(job, now)
     if job.status is Status.RUNNING:
         return request_cancel(job, now)

@@ -21,24 +21,25 @@ from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
-from jobs_core.events import EventedJobs, InMemoryEventLog
+from jobs_core.events import InMemoryEventLog
 from jobs_core.history import AttemptRecord
 from jobs_core.listing import elide
 from jobs_core.memory_overview import MemoryOverview
+from jobs_core.memory_waits import MemoryWaits
 from jobs_core.observe import active_state
 from jobs_core.pauses import TypePause
 from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
 
-class InMemoryJobStore(MemoryOverview):
+class InMemoryJobStore(MemoryOverview, MemoryWaits):
     """A thread-safe job store held in a dict (its Overview role: :mod:`jobs_core.
-    memory_overview`)."""
+    memory_overview`; its Waits role: :mod:`jobs_core.memory_waits`)."""
 
     def __init__(self, id_factory: Callable[[], uuid.UUID] = uuid7) -> None:
         self.events = InMemoryEventLog()
         """The feed of every visible change of a job (``jobs_core.events``)."""
-        self._jobs: dict[uuid.UUID, Job] = EventedJobs(self.events)
+        self._jobs = self._init_waits(self.events)
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._generation = 0

@@ -20,6 +20,7 @@ from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.history import AttemptRecord
 from jobs_core.overview import BucketFacts, Window
 from jobs_core.pauses import TypePause
+from jobs_core.waits import Awaited, Release, WaitRule
 from jobs_core.workers import WorkerRegistry
 
 
@@ -321,6 +322,44 @@ class TypePauses(Protocol):
 
     def paused(self) -> list[TypePause]:
         """The paused types, by name."""
+
+
+class Waits(Protocol):
+    """Jobs that wait for others (:mod:`jobs_core.waits`, decision 0041): the inserts of a
+    dependent job and of a batch with its callback, the release pass, the waiter's reads.
+    Contract: ``jobs_contract.waits``.
+
+    Every write that ends a job that others await (a finish, a sweep, a cancel, a release that
+    cancels) records that end in the same write; :meth:`release_waiting` takes the recorded ends
+    once each."""
+
+    def insert_after(
+        self, new: NewJob, depends_on: Sequence[uuid.UUID], rule: WaitRule, now: datetime
+    ) -> Job | None:
+        """Insert ``new`` depending on the org's jobs ``depends_on`` (their rows locked while it
+        is inserted, so none ends unseen): its status is :func:`jobs_core.waits.start`'s.
+        None if its dedup key is held; :class:`~jobs_core.waits.DependencyInvalid` (with
+        ``missing``) if an id is not a job of ``new``'s org, and then nothing is written."""
+        ...
+
+    def insert_batch(
+        self, members: Sequence[NewJob], callback: NewJob, now: datetime
+    ) -> tuple[list[Job], Job]:
+        """Insert the members (those whose dedup key is held are skipped, as by
+        ``insert_many``) and the callback, waiting for the members inserted with rule
+        ``ALL_ENDED``, in one write: both or neither. The callback's dedup key is not honoured
+        (a batch's callback is always its own)."""
+        ...
+
+    def release_waiting(self, now: datetime, limit: int, release: Release) -> list[Job]:
+        """Take up to ``limit`` recorded ends (oldest first, each once, skipping those another
+        pass holds), apply ``release`` to each of their waiters (locked, in id order) and write
+        the result; the waiters whose status changed."""
+        ...
+
+    def awaited(self, org_id: str, job_id: uuid.UUID) -> list[Awaited] | None:
+        """The jobs the org's job awaits (or awaited), oldest first; None if the job is not
+        the org's; an empty list for a job that awaits none."""
         ...
 
 
@@ -364,6 +403,7 @@ class JobStore(
     OperatorReads,
     WorkerRegistry,
     TypePauses,
+    Waits,
     Protocol,
 ):
     """Where jobs live: one adapter plays every role, each a port of its own (decision 0031).

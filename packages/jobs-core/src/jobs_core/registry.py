@@ -10,7 +10,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from jobs_core import flow
 from jobs_core.context import JobContext
@@ -66,7 +66,11 @@ class JobType:
       ``"crawl:{site_id}"``, the key of every job of the type), ``concurrency_key`` (a payload
       field) with ``concurrency_limit`` (running jobs per value of it, counted per org unless
       ``concurrency_scope`` is :attr:`~jobs_core.flow.KeyScope.GLOBAL`), ``max_running`` (running
-      jobs of the type) and ``max_snoozes`` (how often a job may ask to run later).
+      jobs of the type) and ``max_snoozes`` (how often a job may ask to run later);
+    - ``after_failed_dependency``: what becomes of a job of the type enqueued with
+      ``depends_on`` when one of those jobs ends failed or cancelled: ``"cancel"`` (the
+      default: it is cancelled at once) or ``"run"`` (it runs once they have all ended;
+      docs/flows.md).
     """
 
     name: str
@@ -91,6 +95,7 @@ class JobType:
     max_running: int | None = None
     max_snoozes: int = 20
     on_cancel: OnCancel | None = None
+    after_failed_dependency: Literal["cancel", "run"] = "cancel"
 
     def __post_init__(self) -> None:
         if not _NAME.match(self.name):
@@ -133,6 +138,11 @@ class JobType:
             raise ValueError(f"{self.name}: max_running must be >= 1")
         if self.max_snoozes < 0:
             raise ValueError(f"{self.name}: max_snoozes must be >= 0")
+        if self.after_failed_dependency not in ("cancel", "run"):
+            raise ValueError(
+                f"{self.name}: after_failed_dependency must be 'cancel' or 'run', "
+                f"not {self.after_failed_dependency!r}"
+            )
 
     @property
     def flow_limit(self) -> flow.FlowLimit | None:

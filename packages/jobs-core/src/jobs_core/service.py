@@ -26,6 +26,7 @@ from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
 from jobs_core.registry import Registry
 from jobs_core.tracing import Tracer, process_tracer
+from jobs_core.wait_service import WaitUseCases
 from jobs_core.waiting import WaitReason, why_waiting
 
 log = logging.getLogger("jobs.service")
@@ -52,7 +53,7 @@ class SweepReport:
     cancelled: list[Job] = field(default_factory=list)
 
 
-class JobService:
+class JobService(WaitUseCases):
     """The use cases over one store, one registry and one clock."""
 
     def __init__(
@@ -312,8 +313,10 @@ class JobService:
         return self.store.cancel_requested(refs)
 
     def why_waiting(self, job: Job) -> list[WaitReason]:
-        """Why the queued ``job`` has not started yet (:mod:`jobs_core.waiting`); empty for a
-        job that is not queued."""
+        """Why the queued (or waiting) ``job`` has not started yet (:mod:`jobs_core.waiting`);
+        empty for any other."""
+        if job.status is Status.WAITING:
+            return why_waiting(job, None, None, self.clock.now())
         if job.status is not Status.QUEUED:
             return []
         now = self.clock.now()

@@ -8,8 +8,13 @@ import enum
 
 
 class Status(enum.StrEnum):
-    """Where a job is in its life. The CHECK constraint of the ``jobs`` table lists these five."""
+    """Where a job is in its life. The CHECK constraint of the ``jobs`` table lists these six.
 
+    ``WAITING``: enqueued, but not claimable until the jobs it waits for have ended (its
+    dependencies, a batch's members: :mod:`jobs_core.waits`); then ``QUEUED`` or ``CANCELLED``.
+    """
+
+    WAITING = "waiting"
     QUEUED = "queued"
     RUNNING = "running"
     DONE = "done"
@@ -22,7 +27,7 @@ class Status(enum.StrEnum):
         return self in FINISHED
 
 
-ACTIVE: frozenset[Status] = frozenset({Status.QUEUED, Status.RUNNING})
+ACTIVE: frozenset[Status] = frozenset({Status.WAITING, Status.QUEUED, Status.RUNNING})
 FINISHED: frozenset[Status] = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
 
 ENDED_WITH_HOOK: frozenset[Status] = frozenset({Status.FAILED, Status.CANCELLED})

@@ -23,18 +23,27 @@ class WaitReason:
     message: str
 
 
+AWAITING = WaitReason(
+    "awaiting", "waits for other jobs to end (its dependencies or its batch's members)"
+)
+
+
 def why_waiting(
     job: Job, job_type: JobType | None, facts: WaitingFacts | None, now: datetime
 ) -> list[WaitReason]:
-    """Why the queued ``job`` has not started yet; empty for a job that is not queued.
+    """Why the queued (or waiting) ``job`` has not started yet; empty for any other.
 
-    Codes: ``scheduled`` (``run_at`` is later), ``snoozed`` (its handler asked to run later),
+    Codes: ``awaiting`` (it waits for other jobs to end: its dependencies, its batch;
+    ``GET /jobs/{id}/awaited`` lists them), ``scheduled`` (``run_at`` is later), ``snoozed``
+    (its handler asked to run later),
     ``type_paused`` (an operator paused its type: no claim takes it until it is resumed),
     ``key_busy`` (its concurrency key at N of N running), ``type_busy`` (its type at its cap),
     ``ahead`` (N due jobs of its type are taken before it), ``no_worker`` (no live worker serves
     its type), ``unknown_type`` (this deployment does not know the type), ``next`` (nothing holds
     it back: the next free worker slot takes it).
     """
+    if job.status is Status.WAITING:
+        return [AWAITING]
     if job.status is not Status.QUEUED:
         return []
     reasons: list[WaitReason] = []

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     Column,
     ForeignKey,
@@ -95,11 +96,18 @@ jobs = Table(
     # -- tracing (migration 0015_job_trace_context, decision 0039) ---------------------------------
     # The W3C trace context of the job's enqueue ({"traceparent": ...}); NULL with tracing off.
     Column("trace_context", JSONB),
+    # -- waits (migration 0017_job_waits, decision 0041) ----------------------------------------
+    # Private: the rule of a job that awaits others (NULL for one that awaits none), and whether
+    # others await this one (its end is then recorded by the trigger jobs_record_wait_end).
+    Column("wait_rule", Text),
+    Column("has_waiters", Boolean, nullable=False, server_default=text("false")),
     CheckConstraint("priority BETWEEN -100 AND 100", name="jobs_priority_check"),
     CheckConstraint("snoozes >= 0", name="jobs_snoozes_check"),
     CheckConstraint(
-        "status IN ('queued', 'running', 'done', 'failed', 'cancelled')", name="jobs_status_check"
+        "status IN ('waiting', 'queued', 'running', 'done', 'failed', 'cancelled')",
+        name="jobs_status_check",
     ),
+    CheckConstraint("wait_rule IN ('all_done', 'all_ended')", name="jobs_wait_rule_check"),
     CheckConstraint("dedup_scope IN ('queue', 'active')", name="jobs_dedup_scope_check"),
     CheckConstraint("attempts >= 0", name="jobs_attempts_check"),
     CheckConstraint("max_attempts >= 1", name="jobs_max_attempts_check"),
@@ -146,6 +154,9 @@ Index(
     jobs.c.id,
     postgresql_where=text("status = 'queued'"),
 )
+
+# Waiting jobs per type (decision 0041): the gauges; only the waiting rows.
+Index("jobs_waiting_idx", jobs.c.type, postgresql_where=text("status = 'waiting'"))
 
 # Live worker processes (jobs_core.workers): operators' view; never shown to tenants.
 job_workers = Table(
@@ -268,4 +279,5 @@ Index("api_sessions_token_idx", api_sessions.c.token_id)
 # defined beside their store, on this same metadata.
 import jobs_postgres.attempt_tables  # noqa: E402
 import jobs_postgres.quota_tables  # noqa: E402
-import jobs_postgres.schedule_tables  # noqa: E402, F401
+import jobs_postgres.schedule_tables  # noqa: E402
+import jobs_postgres.wait_tables  # noqa: E402, F401

@@ -37,7 +37,7 @@ from sqlalchemy import (
 
 from jobs_postgres.schema import EVENT_JOB_COLUMNS, jobs
 
-PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint")
+PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint", "wait_rule", "has_waiters")
 """Columns of ``jobs`` that are not fields of ``jobs_core.Job`` (decision 0025): no statement
 returns them with a job, the event log leaves them out."""
 

@@ -46,6 +46,7 @@ from jobs_postgres.rows import (
     patches_json,
     save_job,
 )
+from jobs_postgres.waits import WaitRows
 from jobs_postgres.worker_registry import WorkerRegistryRows
 
 COPY_FROM = 2_000
@@ -55,7 +56,9 @@ COPY_UNKEYED_FROM = 100
 (measured: 1.1x the array statement at 100 jobs, 1.6x at 1,000; even at 10 jobs)."""
 
 
-class PostgresJobStore(RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows, OverviewRows):
+class PostgresJobStore(
+    RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows, OverviewRows, WaitRows
+):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
     Driver errors are translated at the boundary: a lost connection or a server restart raises

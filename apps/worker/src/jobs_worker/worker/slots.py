@@ -140,6 +140,7 @@ class Slots:
             registry=service.registry,
             enqueuer=service.enqueue_children,
             admit=self.admit_children,
+            awaited=lambda: service.awaited(job.org_id, job.id),
         )
 
     def serve(self) -> None:

@@ -128,7 +128,10 @@ class JobsHarness:
     def claim(self, type_name: str | None = None) -> Job | None:
         """Claim the next due job (of ``type_name`` if given, else of any registered type) as a
         worker's claim would: under the types' concurrency limits, in the service's order
-        (fair between orgs by default) — a job whose key or type is full is not claimed."""
+        (fair between orgs by default) — a job whose key or type is full is not claimed. The
+        release pass runs first, as a worker's does: a job whose dependencies (or batch) have
+        all ended is claimable, a waiting one is not."""
+        self.release_waiting()
         types = None if type_name is None else [type_name]
         claimed = self.service.claim(1, types)
         if not claimed:
@@ -159,6 +162,7 @@ class JobsHarness:
             checkpoint_loader=lambda: store.checkpoint_of(job.id),
             registry=self.registry,
             enqueuer=self.service.enqueue_children,
+            awaited=lambda: self.service.awaited(job.org_id, job.id),
         )
 
     def run(
@@ -246,10 +250,19 @@ class JobsHarness:
 
     def run_end_hooks(self) -> int:
         """Run the due ``on_fail`` / ``on_cancel`` hooks (a worker's hook pass); how many."""
+        self.release_waiting()  # a waiter it cancels has a hook of its own
         total = 0
         while (count := self.service.run_end_hooks()) > 0:
             total += count
         return total
+
+    def release_waiting(self) -> list[Job]:
+        """Run the release pass until it changes nothing (a worker's, decision 0041): the jobs
+        waiting for others whose status changed (queued, or cancelled by a failed dependency)."""
+        changed: list[Job] = []
+        while released := self.service.release_waiting():
+            changed.extend(released)
+        return changed
 
     # -- what is there -------------------------------------------------------------------------
     def jobs(
