@@ -68,6 +68,7 @@ async def test_the_overview_counts_per_type_and_charts_what_finished(
     types = {t["type"]: t for t in view["types"]}
     assert set(types) == {"noop", "greet"}
     assert types["noop"]["counts"] == {
+        "waiting": 0,
         "queued": 1,
         "running": 0,
         "done": 1,

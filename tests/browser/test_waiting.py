@@ -42,3 +42,34 @@ def test_a_scheduled_job_says_when_it_runs_and_why_it_waits(
     expect(detail.locator("#detail-status")).to_contain_text("runs in ")
     reason = detail.locator("#detail-waiting li[data-code='scheduled']")
     expect(reason).to_contain_text("scheduled for later")
+
+
+def test_a_batch_callback_waits_for_its_members_then_runs(
+    context: BrowserContext, system: System, org: str
+) -> None:
+    """A batch of sleeps and its callback through a real API and worker: the callback shows
+    "waiting" and why while a member runs, then runs once every member has ended (the worker's
+    release pass, decision 0041)."""
+    system.call("POST", "/jobs", org, {"type": "noop"})  # the org exists before the sign-in
+    panel = context.new_page()
+    sign_in(panel, system, org)
+    batch = system.call(
+        "POST",
+        "/batches",
+        org,
+        {
+            "jobs": [{"type": "sleep", "payload": {"seconds": 3}}, {"type": "noop"}],
+            "callback": {"type": "noop", "payload": {}},
+        },
+    )
+    callback = batch["callback"]["id"]
+    row = panel.locator(f"tr[data-id='{callback}']")
+    expect(row.locator(".badge")).to_have_text("waiting")
+    row.locator("button[data-action='details']").click()
+    detail = panel.locator("#detail")
+    expect(detail.locator("#detail-waiting li[data-code='awaiting']")).to_contain_text(
+        "waits for other jobs to end"
+    )
+    expect(detail.locator("#detail-status .badge")).to_have_text("done", timeout=60_000)
+    awaited = system.call("GET", f"/jobs/{callback}/awaited", org)
+    assert (awaited["ended"], awaited["total"], awaited["counts"]["done"]) == (2, 2, 2)

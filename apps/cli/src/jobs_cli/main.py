@@ -315,6 +315,14 @@ def _add_job_commands(sub: Any) -> None:
         metavar="ISO",
         help="run no earlier than this ISO 8601 instant (no offset: local time)",
     )
+    enqueue.add_argument(
+        "--after",
+        action="append",
+        metavar="ID",
+        help="wait until job ID (of the same org) has ended; repeat for several. One that ends "
+        "failed or cancelled cancels this job unless its type runs after failed dependencies "
+        "(docs/flows.md)",
+    )
     _json_flag(enqueue)
 
     ls = _add(
@@ -329,7 +337,8 @@ def _add_job_commands(sub: Any) -> None:
     ls.add_argument(
         "--status",
         metavar="S",
-        help="queued, running, done, failed, cancelled, or active (queued+running) or finished",
+        help="waiting, queued, running, done, failed, cancelled, or active (waiting+queued+"
+        "running) or finished",
     )
     ls.add_argument("--type", metavar="T", help="only jobs of this type")
     ls.add_argument(

@@ -234,3 +234,10 @@ def _all() -> Any:
     from jobs_core import JobFilter
 
     return JobFilter(limit=500)
+
+
+def test_the_gauges_count_the_waiting_jobs(service: JobService, clock: FakeClock) -> None:
+    a = service.enqueue(ORG, "step", {"n": 1}).job
+    service.enqueue_after(ORG, "summary", {}, [a.id])
+    counts = service.store.active_counts(clock.now())
+    assert counts == {("step", "queued"): 1, ("summary", "waiting"): 1}

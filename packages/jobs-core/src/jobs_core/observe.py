@@ -17,15 +17,18 @@ from typing import Protocol
 from jobs_core.domain import Job, Status
 from jobs_core.history import AttemptRecord
 
-ACTIVE_STATES = ("queued", "scheduled", "running")
+ACTIVE_STATES = ("queued", "scheduled", "running", "waiting")
 """What an operator counts among live jobs (``OperatorReads.active_counts``, the gauges)."""
 
 
 def active_state(job: Job, now: datetime) -> str | None:
     """``running``; ``queued`` when due (``run_at <= now``); ``scheduled`` when queued for
-    later (a ``run_at``, a retry's backoff, a snooze); None for a finished job."""
+    later (a ``run_at``, a retry's backoff, a snooze); ``waiting`` for other jobs to end; None
+    for a finished job."""
     if job.status is Status.RUNNING:
         return "running"
+    if job.status is Status.WAITING:
+        return "waiting"
     if job.status is Status.QUEUED:
         return "scheduled" if job.run_at > now else "queued"
     return None

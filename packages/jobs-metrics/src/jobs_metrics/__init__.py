@@ -78,6 +78,7 @@ _ACTIVE_HELP = {
     "queued": "Queued jobs that are due (run_at reached), by type, all orgs.",
     "scheduled": "Queued jobs due later (a run_at, a retry's backoff, a snooze), by type.",
     "running": "Running jobs, by type, all orgs.",
+    "waiting": "Jobs waiting for others to end (dependencies, a batch), by type, all orgs.",
 }
 
 
@@ -130,7 +131,8 @@ def watch_streams(open_streams: Callable[[], int]) -> None:
 
 
 class _ActiveJobs(Collector):
-    """``jobs_queued``, ``jobs_scheduled``, ``jobs_running`` by type, from one read's counts."""
+    """``jobs_queued``, ``jobs_scheduled``, ``jobs_running``, ``jobs_waiting`` by type, from
+    one read's counts."""
 
     def __init__(self, counts: Mapping[tuple[str, str], int]) -> None:
         self._counts = counts

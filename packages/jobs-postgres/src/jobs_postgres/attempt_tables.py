@@ -76,14 +76,15 @@ def record_from_row(row: Any) -> AttemptRecord:
 
 
 # The gauges of the live jobs (jobs_core.observe.active_state; the API's /metrics reads it at
-# scrape time). Index: jobs_queue_idx, whose predicate is this WHERE: only the live rows are
+# scrape time). Index: jobs_queue_idx (queued, running) and jobs_waiting_idx (waiting), whose
+# predicates together are this WHERE: only the live rows are
 # read (a bitmap or index scan, then their heap rows for type and run_at), never the history;
 # the cost grows with the queued and running jobs, not with the finished ones.
 ACTIVE_COUNTS = text(
     """SELECT type,
-           CASE WHEN status = 'running' THEN 'running'
+           CASE WHEN status = 'running' THEN 'running' WHEN status = 'waiting' THEN 'waiting'
                 WHEN run_at > :now THEN 'scheduled' ELSE 'queued' END AS state,
            count(*)
-    FROM jobs WHERE status IN ('queued', 'running')
+    FROM jobs WHERE status IN ('queued', 'running', 'waiting')
     GROUP BY 1, 2"""
 )

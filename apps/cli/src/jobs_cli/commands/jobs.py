@@ -11,6 +11,8 @@ from typing import Any
 from jobs_core import (
     ACTIVE,
     FINISHED,
+    DependencyInvalid,
+    Enqueued,
     Job,
     JobFilter,
     JobNotFound,
@@ -100,14 +102,26 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
                 "Pass --new-org to create its first job"
             )
         try:
-            result = svc.enqueue(
-                org,
-                args.type,
-                payload,
-                dedup_key=args.dedup_key,
-                run_at=run_at,
-                priority=args.priority,
-            )
+            if args.after:
+                if run_at is not None:
+                    raise UsageError("--after and --run-at do not go together")
+                after = [parse_job_id(text) for text in args.after]
+                waiter = svc.enqueue_after(
+                    org, args.type, payload, after, dedup_key=args.dedup_key, priority=args.priority
+                )
+                result = Enqueued(waiter, created=True)
+            else:
+                result = svc.enqueue(
+                    org,
+                    args.type,
+                    payload,
+                    dedup_key=args.dedup_key,
+                    run_at=run_at,
+                    priority=args.priority,
+                )
+        except DependencyInvalid as error:
+            missing = ", ".join(str(job_id) for job_id in error.missing)
+            raise CliError(f"{error}{': ' + missing if missing else ''}") from None
         except UnknownJobType:
             known = ", ".join(svc.registry.names()) or "none"
             hint = ""
@@ -172,17 +186,24 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
             except JobNotFound:
                 raise CliError(f"no job with id {job_id}") from None
         history = svc.attempts(job.org_id, job.id)
-        waiting = []
+        awaited = svc.awaited(job.org_id, job.id)  # its dependencies, a callback's batch
+        waiting = svc.why_waiting(job) if job.status is Status.WAITING else []
         if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
             waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
     if args.json:
         document = render.job_json(job)
-        if job.status is Status.QUEUED:
+        if job.status in (Status.QUEUED, Status.WAITING):
             document["waiting"] = [{"code": r.code, "message": r.message} for r in waiting]
         document["attempt_history"] = render.attempts_json(history)
+        document["awaited"] = [
+            {"id": str(a.id), "type": a.type, "status": a.status.value} for a in awaited.jobs
+        ]
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         print(render.job_details(job, SystemClock().now(), waiting, history))
+        if awaited.jobs:
+            counts = ", ".join(f"{n} {s.value}" for s, n in awaited.counts.items() if n)
+            print(f"awaits       {awaited.ended} of {len(awaited.jobs)} ended ({counts})")
     return 0
 
 

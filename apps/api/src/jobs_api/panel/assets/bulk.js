@@ -98,7 +98,9 @@ export class BulkBar {
     const stats = state.stats;
     if (!stats || state.filter.type) return null;
     const { status } = state.filter;
-    if (!status) return stats.queued + stats.running + stats.done + stats.failed + stats.cancelled;
+    if (!status) {
+      return stats.waiting + stats.queued + stats.running + stats.done + stats.failed + stats.cancelled;
+    }
     return status === "active" ? stats.active : stats[status] ?? null;
   }
 

@@ -23,7 +23,8 @@ export function renderDetail(job) {
     job.priority ? ` · priority ${job.priority}` : "",
     job.dedup_key ? ` · dedup key ${job.dedup_key}` : "");
   // Why a queued job waits: the API says it for a job read alone (GET /jobs/{id}).
-  const waiting = job.status === "queued" && Array.isArray(job.waiting) ? job.waiting : [];
+  const waits = job.status === "queued" || job.status === "waiting";
+  const waiting = waits && Array.isArray(job.waiting) ? job.waiting : [];
   $("#detail-waiting").replaceChildren(...waiting.map((reason) =>
     h("li", { "data-code": reason.code, text: reason.message })));
   $("#detail-progress").replaceChildren(progressCell(job));

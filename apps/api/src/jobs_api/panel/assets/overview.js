@@ -12,7 +12,7 @@ import { $, state } from "./state.js";
 import { h } from "./table.js";
 import { syncUrl } from "./urls.js";
 
-const STATUSES = ["queued", "running", "done", "failed", "cancelled"];
+const STATUSES = ["waiting", "queued", "running", "done", "failed", "cancelled"];
 const WINDOW_WORDS = { hour: "the last hour", day: "the last day" };
 
 export class OverviewView {

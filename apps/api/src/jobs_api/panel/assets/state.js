@@ -5,7 +5,7 @@ export const LIVE_ROWS = 250;
 export const FINISHED = new Set(["done", "failed", "cancelled"]);
 export const FILTERS = {
   "": null,
-  active: new Set(["queued", "running"]),
+  active: new Set(["waiting", "queued", "running"]),
   done: new Set(["done"]),
   failed: new Set(["failed"]),
   cancelled: new Set(["cancelled"]),

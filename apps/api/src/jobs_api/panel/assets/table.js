@@ -35,7 +35,8 @@ export function newer(a, b) {
 }
 
 export function matches(job) {
-  const statuses = FILTERS[state.filter.status];
+  const { status } = state.filter; // a tab's group, or one status (an Overview chip)
+  const statuses = FILTERS[status] ?? (status ? new Set([status]) : null);
   if (statuses && !statuses.has(job.status)) return false;
   return !state.filter.type || job.type === state.filter.type;
 }
@@ -401,7 +402,7 @@ export function renderStats(stats) {
     "aria-label", `${stats.running} running and ${stats.queued} queued jobs: show the active jobs`);
   $("#badge").classList.toggle("idle", stats.active === 0);
   const totals = {
-    "": stats.queued + stats.running + stats.done + stats.failed + stats.cancelled,
+    "": stats.waiting + stats.queued + stats.running + stats.done + stats.failed + stats.cancelled,
     active: stats.active, done: stats.done, failed: stats.failed, cancelled: stats.cancelled,
   };
   for (const button of document.querySelectorAll("[data-filter]")) {
