@@ -96,7 +96,7 @@ jobs = Table(
     # -- tracing (migration 0015_job_trace_context, decision 0039) ---------------------------------
     # The W3C trace context of the job's enqueue ({"traceparent": ...}); NULL with tracing off.
     Column("trace_context", JSONB),
-    # -- waits (migration 0017_job_waits, decision 0041) ----------------------------------------
+    # -- waits (migration 0016_job_waits, decision 0041) ----------------------------------------
     # Private: the rule of a job that awaits others (NULL for one that awaits none), and whether
     # others await this one (its end is then recorded by the trigger jobs_record_wait_end).
     Column("wait_rule", Text),

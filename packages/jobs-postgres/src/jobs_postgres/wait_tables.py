@@ -1,4 +1,4 @@
-"""The tables of jobs that wait for others (migration ``0017_job_waits``, decision 0041), on the
+"""The tables of jobs that wait for others (migration ``0016_job_waits``, decision 0041), on the
 schema's metadata: ``job_waits`` (one row per awaited job and waiter, ``ended`` once a release
 pass took its end) and ``job_wait_ends`` (the ends to release, appended by the trigger
 ``jobs_record_wait_end``). The role that uses them: :mod:`jobs_postgres.waits`."""

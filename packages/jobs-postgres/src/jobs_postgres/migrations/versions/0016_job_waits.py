@@ -1,6 +1,6 @@
 """Jobs that wait for others: dependencies and batches (issue 25, decision 0041).
 
-Revision ID: 0017_job_waits
+Revision ID: 0016_job_waits
 Revises: 0015_job_trace_context
 Create Date: 2026-12-07
 
@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0017_job_waits"
+revision: str = "0016_job_waits"
 down_revision: str | None = "0015_job_trace_context"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
