@@ -240,10 +240,16 @@ class Cluster:
 class Bouncer:
     """A PgBouncer in transaction pooling mode in front of ``server_url``'s host and port, for
     every database of it (trust authentication; ``pool_size`` server connections per database
-    and user), on the first free port of ``ports``. :meth:`close` stops it."""
+    and user, each closed after ``server_idle_timeout`` seconds unused), on the first free port
+    of ``ports``. :meth:`close` stops it."""
 
     def __init__(
-        self, server_url: str, *, pool_size: int = 20, ports: Iterable[int] = PORTS
+        self,
+        server_url: str,
+        *,
+        pool_size: int = 20,
+        ports: Iterable[int] = PORTS,
+        server_idle_timeout: int = 600,
     ) -> None:
         executable = pgbouncer()
         if executable is None:
@@ -271,6 +277,7 @@ class Bouncer:
                 "pool_mode = transaction\n"
                 f"default_pool_size = {pool_size}\nmax_client_conn = 2000\n"
                 "reserve_pool_size = 0\nserver_reset_query =\n"
+                f"server_idle_timeout = {server_idle_timeout}\n"
                 "ignore_startup_parameters = extra_float_digits\n"
                 f"logfile = {self.root / 'pgbouncer.log'}\n"
                 "log_connections = 0\nlog_disconnections = 0\n"

@@ -140,7 +140,9 @@ def _empty(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs, job_attempts, job_events, job_workers")
+        conn.execute(
+            "TRUNCATE jobs, job_attempts, job_waits, job_wait_ends, job_events, job_workers"
+        )
         conn.execute("VACUUM ANALYZE jobs")
 
 

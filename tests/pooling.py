@@ -59,7 +59,9 @@ def pgbouncer(pg_server: str) -> Iterator[cluster.Bouncer]:
     reason = cluster.missing(pooler=True) or _reachable_by_pooler(pg_server)
     if reason is not None:
         pytest.skip(f"no pooler for the pooler tests: {reason}")
-    with cluster.Bouncer(pg_server, pool_size=POOL_SIZE) as bouncer:
+    # Idle server connections are closed within seconds: the session's pooled databases must
+    # not hold the server's connections an ``alone`` test needs (tests/conftest.py).
+    with cluster.Bouncer(pg_server, pool_size=POOL_SIZE, server_idle_timeout=1) as bouncer:
         yield bouncer
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.api.test_events_http import ORG_A, ORG_B, World
-from tests.pooling import Standby
+from tests.pooling import TABLES, Standby
 from tests.worker.helpers import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
@@ -54,7 +54,7 @@ def replica_world(standby: Standby) -> Iterator[tuple[World, Standby]]:
 
     engine = create_engine(standby.primary_url, pool_size=2)
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE jobs, job_attempts, api_tokens, api_sessions, job_events"))
+        conn.execute(text(f"TRUNCATE {TABLES}"))
     world = World(standby.primary_url, engine)
     try:
         yield world, standby

@@ -151,7 +151,10 @@ def create_app(container: Container | None = None) -> FastAPI:
     app.include_router(sessions_router)
     app.include_router(quotas_router)
     app.include_router(metrics_router)
-    watch_streams(lambda: container.stream_limits().total)
+    # The gauge reads this app's counter at scrape time: built now, so a scrape never builds a
+    # provider (a test's container may be reset by then: the scrape of another app broke).
+    stream_limits = container.stream_limits()
+    watch_streams(lambda: stream_limits.total)
     if store == "postgres":  # schedules and settings live in PostgreSQL tables
         app.include_router(schedules_router)
     app.include_router(build_panel_router())
