@@ -76,15 +76,19 @@ def record_from_row(row: Any) -> AttemptRecord:
 
 
 # The gauges of the live jobs (jobs_core.observe.active_state; the API's /metrics reads it at
-# scrape time). Index: jobs_queue_idx (queued, running) and jobs_waiting_idx (waiting), whose
-# predicates together are this WHERE: only the live rows are
-# read (a bitmap or index scan, then their heap rows for type and run_at), never the history;
-# the cost grows with the queued and running jobs, not with the finished ones.
+# scrape time). Indexes: jobs_queue_idx for the queued and running rows, jobs_waiting_idx for
+# the waiting ones: each branch's WHERE is its partial index's predicate (one IN list of the
+# three statuses implies neither, and 1,000,000 rows of history were then read in a parallel
+# scan: 77 ms a scrape), so only the live rows are read, never the history; the cost grows with
+# the live jobs, not with the finished ones.
 ACTIVE_COUNTS = text(
-    """SELECT type,
-           CASE WHEN status = 'running' THEN 'running' WHEN status = 'waiting' THEN 'waiting'
-                WHEN run_at > :now THEN 'scheduled' ELSE 'queued' END AS state,
-           count(*)
-    FROM jobs WHERE status IN ('queued', 'running', 'waiting')
+    """SELECT type, state, count(*) FROM (
+        SELECT type,
+               CASE WHEN status = 'running' THEN 'running'
+                    WHEN run_at > :now THEN 'scheduled' ELSE 'queued' END AS state
+        FROM jobs WHERE status IN ('queued', 'running')
+        UNION ALL
+        SELECT type, 'waiting' FROM jobs WHERE status = 'waiting'
+    ) AS live
     GROUP BY 1, 2"""
 )
