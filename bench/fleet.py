@@ -220,7 +220,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"bench.fleet cannot run here: {reason}")
     settings = {
         "shared_preload_libraries": "'pg_stat_statements'",
-        "max_connections": str(max(200, args.workers * 4 + 50)),
+        # A worker process holds up to ~6 connections (its pool, LISTEN, the API-less helpers);
+        # the last fleet's are still closing when the next step starts: room for both.
+        "max_connections": str(max(300, args.workers * 8 + 50)),
         "fsync": "on",
         "shared_buffers": "'256MB'",
     }
