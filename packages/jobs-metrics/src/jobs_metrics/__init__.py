@@ -12,6 +12,7 @@ streams, the live jobs: :func:`active_jobs`); nothing is added to a statement.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from jobs_core import Job
 from jobs_core.history import AttemptRecord
@@ -83,29 +84,56 @@ _ACTIVE_HELP = {
 
 
 class PrometheusObserver:
-    """The worker service's :class:`jobs_core.observe.Observer`: counts into the metrics."""
+    """The worker service's :class:`jobs_core.observe.Observer`: counts into the metrics.
+
+    Each labelled child is looked up once per type (and outcome) and kept: ``labels()`` takes
+    the metric's lock and builds its key at every call, a per-job cost the drain paid three
+    times (issue 24's A/B of the metrics on and off)."""
+
+    def __init__(self) -> None:
+        self._enqueued: dict[str, Any] = {}
+        self._waits: dict[str, Any] = {}
+        self._durations: dict[str, Any] = {}
+        self._finished: dict[tuple[str, str], Any] = {}
 
     def enqueued(self, jobs: Sequence[Job]) -> None:
         """Count the jobs created, by type."""
+        children = self._enqueued
         for job in jobs:
-            ENQUEUED.labels(job.type).inc()
+            child = children.get(job.type)
+            if child is None:
+                child = children[job.type] = ENQUEUED.labels(job.type)
+            child.inc()
 
     def claimed(self, jobs: Sequence[Job], seconds: float | None) -> None:
         """The claim's round trip, and each job's wait since it was due."""
         if seconds is not None:
             CLAIM_DURATION.observe(seconds)
+        children = self._waits
         for job in jobs:
             if job.started_at is not None:
+                child = children.get(job.type)
+                if child is None:
+                    child = children[job.type] = QUEUE_WAIT.labels(job.type)
                 wait = (job.started_at - job.run_at).total_seconds()
-                QUEUE_WAIT.labels(job.type).observe(max(wait, 0.0))
+                child.observe(wait if wait > 0.0 else 0.0)
 
     def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
         """The write's round trip, and each ended attempt's outcome and duration."""
         if seconds is not None:
             FINISH_DURATION.observe(seconds)
+        counts, durations = self._finished, self._durations
         for job_type, record in ended:
-            FINISHED.labels(job_type, record.outcome.value).inc()
-            ATTEMPT_DURATION.labels(job_type).observe(max(record.duration_s, 0.0))
+            key = (job_type, record.outcome.value)
+            count = counts.get(key)
+            if count is None:
+                count = counts[key] = FINISHED.labels(*key)
+            count.inc()
+            duration = durations.get(job_type)
+            if duration is None:
+                duration = durations[job_type] = ATTEMPT_DURATION.labels(job_type)
+            seconds_run = record.duration_s
+            duration.observe(seconds_run if seconds_run > 0.0 else 0.0)
 
     def outage_began(self) -> None:
         """Count one outage of the store."""
