@@ -65,6 +65,7 @@ def test_a_batch_callback_waits_for_its_members_then_runs(
     callback = batch["callback"]["id"]
     row = panel.locator(f"tr[data-id='{callback}']")
     expect(row.locator(".badge")).to_have_text("waiting")
+    expect(row.locator("button[data-action='cancel']")).to_be_visible()  # cancellable as queued
     row.locator("button[data-action='details']").click()
     detail = panel.locator("#detail")
     expect(detail.locator("#detail-waiting li[data-code='awaiting']")).to_contain_text(

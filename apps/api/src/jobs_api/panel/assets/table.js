@@ -152,7 +152,8 @@ export function errorCell(job) {
 export function actionButtons(job, where) {
   const label = `${job.type} ${shortId(job.id)}`;
   const buttons = [];
-  if (job.status === "queued" || (job.status === "running" && !job.cancel_requested_at)) {
+  const waits = job.status === "queued" || job.status === "waiting";
+  if (waits || (job.status === "running" && !job.cancel_requested_at)) {
     buttons.push(h("button", {
       type: "button", className: "action", "data-action": "cancel",
       "aria-label": `Cancel ${label}`, onclick: () => act("cancel", job.id),
