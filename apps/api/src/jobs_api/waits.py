@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from jobs_core import Status
+from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
 from jobs_core.waits import MAX_BATCH
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -46,7 +47,9 @@ class BatchIn(BaseModel):
             "them with `ctx.awaited()`."
         )
     )
-    priority: int = Field(default=0, ge=-100, le=100, description="Of every job of the batch.")
+    priority: int = Field(
+        default=0, ge=PRIORITY_MIN, le=PRIORITY_MAX, description="Of every job of the batch."
+    )
 
     @field_validator("priority", mode="before")
     @classmethod

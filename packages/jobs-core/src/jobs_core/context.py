@@ -63,7 +63,7 @@ class JobContext:
         registry: Registry | None = None,
         enqueuer: ChildEnqueuer | None = None,
         admit: ChildAdmission | None = None,
-        awaited: Callable[[], AwaitedSummary] | None = None,
+        awaited: Callable[[str, uuid.UUID], AwaitedSummary] | None = None,
     ) -> None:
         self.job = job
         self._awaited = awaited
@@ -113,7 +113,7 @@ class JobContext:
         order given) and ``.counts`` (jobs per status). Empty for a job that waited for none."""
         if self._awaited is None:
             raise RuntimeError("this context has no store to read the awaited jobs from")
-        return self._awaited()
+        return self._awaited(self.job.org_id, self.job.id)
 
     @property
     def run_id(self) -> uuid.UUID | None:

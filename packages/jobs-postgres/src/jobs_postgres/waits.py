@@ -100,15 +100,17 @@ _LEFT = text(
     GROUP BY w.waiter"""
 )
 
-# What the org's job awaits, in the order given. Index: job_waits_waiter_idx, then the
-# awaited jobs' primary key.
+# What the org's job awaits, in the order given, in one read: no row when the job is not the
+# org's, one row of NULLs when it awaits none (or what it awaited was purged since). Index: the
+# primary key, job_waits_waiter_idx, then the awaited jobs' primary key.
 _AWAITED = text(
     """SELECT a.id, a.type, a.status
-    FROM job_waits AS w JOIN jobs AS a ON a.id = w.awaited
-    WHERE w.waiter = :id
+    FROM jobs AS o
+    LEFT JOIN job_waits AS w ON w.waiter = o.id
+    LEFT JOIN jobs AS a ON a.id = w.awaited
+    WHERE o.id = :id AND o.org_id = :org_id
     ORDER BY w.ord"""
 )
-_OWNED = text("SELECT 1 FROM jobs WHERE id = :id AND org_id = :org_id")
 
 
 class _KeyHeld(Exception):
@@ -194,10 +196,10 @@ class WaitRows(StoreConnections):
 
     def awaited(self, org_id: str, job_id: uuid.UUID) -> list[Awaited] | None:
         """The jobs the org's job awaits, in the order given."""
-        if not self._read(_OWNED, {"id": job_id, "org_id": org_id}):
+        rows = self._read(_AWAITED, {"id": job_id, "org_id": org_id})
+        if not rows:
             return None
-        rows = self._read(_AWAITED, {"id": job_id})
-        return [Awaited(row[0], row[1], Status(row[2])) for row in rows]
+        return [Awaited(row[0], row[1], Status(row[2])) for row in rows if row[0] is not None]
 
 
 def _insert_waiter(

@@ -140,7 +140,7 @@ class Slots:
             registry=service.registry,
             enqueuer=service.enqueue_children,
             admit=self.admit_children,
-            awaited=lambda: service.awaited(job.org_id, job.id),
+            awaited=service.awaited,
         )
 
     def serve(self) -> None:

@@ -162,7 +162,7 @@ class JobsHarness:
             checkpoint_loader=lambda: store.checkpoint_of(job.id),
             registry=self.registry,
             enqueuer=self.service.enqueue_children,
-            awaited=lambda: self.service.awaited(job.org_id, job.id),
+            awaited=self.service.awaited,
         )
 
     def run(
