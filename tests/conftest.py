@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
-pytest_plugins = ["tests.pooling"]  # the pooler's and the standby's fixtures
+pytest_plugins = ["tests.pooling", "tests.scheduling"]  # pooler and standby; xdist spread
 
 
 TEST_DATABASE_ENV = "JOBS_TEST_DATABASE_URL"
