@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests import profiles  # noqa: F401 - loads HYPOTHESIS_PROFILE before any test module
 from tests.pooling import TABLES
 
 if TYPE_CHECKING:

@@ -17,6 +17,8 @@ from schemathesis.core.result import Ok
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from tests.profiles import scaled
+
 pytestmark = pytest.mark.slow  # ~20 s: 40 generated requests per operation and mode
 
 EXAMPLES_PER_OPERATION = 40
@@ -71,7 +73,7 @@ def test_every_operation_honours_the_schema(
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
-            max_examples=EXAMPLES_PER_OPERATION,
+            max_examples=scaled(EXAMPLES_PER_OPERATION),
             deadline=None,
             database=None,
             derandomize=True,

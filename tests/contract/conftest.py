@@ -18,6 +18,8 @@ from jobs_core.events import EventFeed
 from jobs_core.quotas import InMemoryQuotaStore, QuotaStore
 from sqlalchemy import Engine
 
+from tests.profiles import scaled
+
 ADAPTERS = [
     "memory",
     pytest.param("postgres", marks=pytest.mark.postgres),
@@ -68,7 +70,7 @@ def jobs_event_feed(store: JobStore, request: pytest.FixtureRequest) -> Iterator
 @pytest.fixture
 def jobs_state_machine_examples(jobs_store_factory: Callable[[], JobStore]) -> int:
     """More random programs in memory, where one costs little."""
-    return 60 if jobs_store_factory is InMemoryJobStore else 25
+    return scaled(60 if jobs_store_factory is InMemoryJobStore else 25)
 
 
 @pytest.fixture

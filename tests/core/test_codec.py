@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs_core import PayloadInvalid, codec
 
+from tests.profiles import scaled
+
 _TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"))
 _SCALAR = st.one_of(
     _TEXT,
@@ -21,7 +23,7 @@ _SCALAR = st.one_of(
 )
 
 
-@settings(derandomize=True, max_examples=300)
+@settings(derandomize=True, max_examples=scaled(300))
 @given(st.dictionaries(_TEXT, _SCALAR, max_size=8))
 def test_a_flat_payload_is_written_exactly_as_json_writes_it(payload: dict[str, Any]) -> None:
     text, document = codec.encode_payload(payload)
@@ -29,7 +31,7 @@ def test_a_flat_payload_is_written_exactly_as_json_writes_it(payload: dict[str, 
     assert json.loads(text) == document == payload
 
 
-@settings(derandomize=True, max_examples=200)
+@settings(derandomize=True, max_examples=scaled(200))
 @given(
     st.recursive(
         _SCALAR,

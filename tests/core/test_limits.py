@@ -10,6 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs_core.limits import oversize
 
+from tests.profiles import scaled
+
 SCALARS = (
     st.none()
     | st.booleans()
@@ -23,7 +25,7 @@ def _size(document: Any) -> int:
     return len(json.dumps(document, separators=(",", ":"), default=str))
 
 
-@settings(max_examples=400)
+@settings(max_examples=scaled(400))
 @given(
     document=st.dictionaries(st.text(max_size=12), SCALARS, max_size=8),
     limit=st.integers(min_value=2, max_value=600),

@@ -33,6 +33,7 @@ from tests.imports.helpers import (
     unmapped_matching,
     upload,
 )
+from tests.profiles import scaled
 
 if TYPE_CHECKING:
     from jobs_imports.registry import ImportsModule
@@ -292,7 +293,7 @@ def _reset(engine: Engine) -> None:
 
 @pytest.mark.slow
 @settings(
-    max_examples=30,
+    max_examples=scaled(30),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -358,7 +359,7 @@ ACTION: st.SearchStrategy[tuple[str, list[str]]] = st.one_of(
 
 @pytest.mark.slow
 @settings(
-    max_examples=8,
+    max_examples=scaled(8),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

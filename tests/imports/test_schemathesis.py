@@ -24,6 +24,7 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.imports.helpers import ORG
+from tests.profiles import scaled
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -82,7 +83,7 @@ def test_every_imports_operation_honours_the_schema(
 
         @given(case=operation.as_strategy(generation_mode=mode))
         @settings(
-            max_examples=EXAMPLES_PER_OPERATION,
+            max_examples=scaled(EXAMPLES_PER_OPERATION),
             deadline=None,
             database=None,
             derandomize=True,

@@ -7,6 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jobs_imports.urls import InvalidUrl, normalize_url
 
+from tests.profiles import scaled
+
 BASE = "https://www.example.com/"
 
 
@@ -114,7 +116,7 @@ URL_PARTS = st.builds(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=scaled(300))
 @given(URL_PARTS)
 def test_normalizing_is_idempotent(raw: str) -> None:
     """A normalized URL is a fixed point: the key never drifts on a second pass."""

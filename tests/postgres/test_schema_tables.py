@@ -4,6 +4,8 @@ next one's worker process)."""
 
 from __future__ import annotations
 
+import os
+import secrets
 from typing import TYPE_CHECKING
 
 import pytest
@@ -20,12 +22,34 @@ pytestmark = pytest.mark.postgres
 _KEPT = {"alembic_version_jobs", "job_events_state"}
 
 
-def test_every_table_with_state_is_emptied_before_each_test(pg_engine: Engine) -> None:
-    with pg_engine.connect() as conn:
-        names = set(
-            conn.execute(
-                text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
-            ).scalars()
-        )
+def test_every_table_with_state_is_emptied_before_each_test(pg_server: str) -> None:
+    # A database of its own, migrated by the jobs chain alone: the session's database also holds
+    # the tables of the modules whose tests ran before this one in the same xdist worker (the
+    # imports and linkcheck chains), which their own tests empty.
+    from jobs_postgres import migrations
+    from jobs_postgres.database import (
+        create_engine,
+        drop_database,
+        ensure_database,
+        with_database,
+    )
+
+    name = f"jobs_test_tables_{os.getpid()}_{secrets.token_hex(4)}"
+    ensure_database(pg_server, name)
+    try:
+        url = with_database(pg_server, name)
+        migrations.upgrade(url)
+        engine: Engine = create_engine(url)
+        try:
+            with engine.connect() as conn:
+                names = set(
+                    conn.execute(
+                        text("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+                    ).scalars()
+                )
+        finally:
+            engine.dispose()
+    finally:
+        drop_database(pg_server, name)
     emptied = {name.strip() for name in TABLES.split(",")}
     assert names - _KEPT == emptied
