@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests import profiles  # noqa: F401 - loads HYPOTHESIS_PROFILE before any test module
-from tests.pooling import TABLES
+from tests.pooling import empty_tables
 
 if TYPE_CHECKING:
     from jobs_postgres.store import PostgresJobStore
@@ -106,12 +106,9 @@ def _pg_session_engine(pg_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def pg_engine(_pg_session_engine: Engine) -> Engine:
     """An engine on the session's database, whose ``jobs`` and ``api_tokens`` are empty."""
-    from sqlalchemy import text
-
     with _pg_session_engine.begin() as conn:
-        # A test that leaked a transaction holding a lock must fail here, not hang.
-        conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(text(f"TRUNCATE {TABLES}"))  # the pooled database empties the same
+        # A test that leaked a transaction holding a lock fails here (lock_timeout), not hangs.
+        empty_tables(conn)  # the pooled database empties the same
     return _pg_session_engine
 
 

@@ -14,10 +14,10 @@ from jobs_api.containers import Container, build_container
 from jobs_api.settings import ApiSettings
 from jobs_core import FakeClock
 from jobs_tokens import issue_token
-from sqlalchemy import text
 
 from tests.api.conftest import ADAPTERS, bearer
 from tests.api.helpers import make_registry
+from tests.pooling import empty_tables
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,7 @@ def container(request: pytest.FixtureRequest, clock: FakeClock) -> Iterator[Cont
     if store == "postgres":
         engine = request.getfixturevalue("pg_engine")
         with engine.begin() as conn:
-            conn.execute(text("TRUNCATE schedules, schedule_runs, job_org_quotas CASCADE"))
+            empty_tables(conn, "schedules, schedule_runs, job_org_quotas")
         built.engine.override(providers.Object(engine))
     built.clock.override(providers.Object(clock))
     yield built

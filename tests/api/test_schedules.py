@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 from jobs_api.containers import Container
-from sqlalchemy import text
+
+from tests.pooling import empty_tables
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres]
 
@@ -21,7 +22,7 @@ def container(request: pytest.FixtureRequest, clock):  # type: ignore[no-untyped
 
     engine = request.getfixturevalue("pg_engine")
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE schedules, schedule_runs, jobs_settings CASCADE"))
+        empty_tables(conn, "schedules, schedule_runs, jobs_settings")
     built = build_container(
         ApiSettings(store="postgres", operator_orgs="ops, org-b"), [make_registry()]
     )

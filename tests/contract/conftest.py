@@ -18,6 +18,7 @@ from jobs_core.events import EventFeed
 from jobs_core.quotas import InMemoryQuotaStore, QuotaStore
 from sqlalchemy import Engine
 
+from tests.pooling import empty_tables
 from tests.profiles import scaled
 
 ADAPTERS = [
@@ -34,7 +35,6 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
     tables before the test, so the first call has nothing to do)."""
     if request.param == "memory":
         return InMemoryJobStore
-    from sqlalchemy import text
 
     pooled = request.param == "pooled"
     store: JobStore = request.getfixturevalue("pooled_store" if pooled else "pg_store")
@@ -46,8 +46,8 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
         calls += 1
         if calls > 1:
             with engine.begin() as connection:
-                connection.execute(
-                    text("TRUNCATE jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends")
+                empty_tables(
+                    connection, "jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends"
                 )
         return store
 
@@ -79,11 +79,10 @@ def jobs_quota_store(store: JobStore, request: pytest.FixtureRequest) -> QuotaSt
     if isinstance(store, InMemoryJobStore):
         return InMemoryQuotaStore(store)
     from jobs_postgres.quotas import PostgresQuotaStore
-    from sqlalchemy import text
 
     engine = _engine_of(store)
     with engine.begin() as connection:  # other tests of the session leave schedules behind
-        connection.execute(text("TRUNCATE schedules, schedule_runs, job_org_quotas CASCADE"))
+        empty_tables(connection, "schedules, schedule_runs, job_org_quotas")
     return PostgresQuotaStore(engine)
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.imports.helpers import ORG, ORG_B
+from tests.imports.helpers import IMPORTS_TABLES, ORG, ORG_B
+from tests.pooling import empty_tables
 
 if TYPE_CHECKING:
     from jobs_imports.registry import ImportsModule
@@ -34,16 +35,9 @@ def imports_url(pg_url: str) -> str:
 @pytest.fixture
 def imports_engine(imports_url: str, pg_engine: Engine) -> Engine:
     """An engine on the session database whose jobs and Imports tables are empty."""
-    from sqlalchemy import text
 
     with pg_engine.begin() as conn:
-        conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(
-            text(
-                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
-                "jobs, job_attempts, job_waits, job_wait_ends"
-            )
-        )
+        empty_tables(conn, IMPORTS_TABLES)  # the jobs' tables: emptied by pg_engine
     return pg_engine
 
 

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 ORG = "org-imports"
 ORG_B = "org-other"
 
+IMPORTS_TABLES = "import_rows, imports, pages, import_api_sources, site_targets"
+"""The Imports chain's tables, emptied before each Imports test."""
+
 HEADER = "Page,Query,Clicks,Impressions,CTR,Position,Date\n"
 
 

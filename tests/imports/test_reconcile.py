@@ -22,6 +22,7 @@ from sqlalchemy import text
 
 from tests.imports.helpers import (
     HEADER,
+    IMPORTS_TABLES,
     ORG,
     claim_one,
     context_for,
@@ -33,6 +34,7 @@ from tests.imports.helpers import (
     unmapped_matching,
     upload,
 )
+from tests.pooling import empty_tables
 from tests.profiles import scaled
 
 if TYPE_CHECKING:
@@ -283,12 +285,7 @@ IMPORT_DURING_A_RUN = [
 
 def _reset(engine: Engine) -> None:
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "TRUNCATE import_rows, imports, pages, import_api_sources, site_targets, "
-                "jobs, job_attempts, job_waits, job_wait_ends"
-            )
-        )
+        empty_tables(conn, f"{IMPORTS_TABLES}, jobs, job_attempts, job_waits, job_wait_ends")
 
 
 @pytest.mark.slow

@@ -9,6 +9,8 @@ import pytest
 from jobs_core import FakeClock, JobContext, JobType, Registry
 from jobs_postgres.cron import CronsimCron
 
+from tests.pooling import empty_tables
+
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
@@ -39,9 +41,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def sched_engine(pg_engine: Engine) -> Engine:
     """``pg_engine`` with empty schedules, runs and settings too."""
-    from sqlalchemy import text
 
     with pg_engine.begin() as conn:
-        conn.execute(text("SET LOCAL lock_timeout = '10s'"))
-        conn.execute(text("TRUNCATE schedules, schedule_runs, jobs_settings CASCADE"))
+        empty_tables(conn, "schedules, schedule_runs, jobs_settings")
     return pg_engine
