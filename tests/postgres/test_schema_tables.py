@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
-from tests.pooling import TABLES
+from tests.pooling import TABLES, _emptying, empty_tables
+from tests.postgres.store_kit import enqueue_n
 
 if TYPE_CHECKING:
+    from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
 pytestmark = pytest.mark.postgres
@@ -53,3 +57,24 @@ def test_every_table_with_state_is_emptied_before_each_test(pg_server: str) -> N
         drop_database(pg_server, name)
     emptied = {name.strip() for name in TABLES.split(",")}
     assert names - _KEPT == emptied
+
+
+def test_emptying_truncates_the_tables_with_rows_and_waits_for_a_writer(
+    pg_store: PostgresJobStore, pg_engine: Engine
+) -> None:
+    enqueue_n(pg_store, 3, datetime.now(UTC))  # job_attempts, empty, references jobs: CASCADE
+    with pg_engine.begin() as conn:
+        empty_tables(conn)
+    with pg_engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM jobs")).scalar_one() == 0
+
+    # a transaction that wrote a row and is still open: the next test's emptying waits for it
+    # and fails at the lock timeout rather than leaving the row behind
+    enqueue_n(pg_store, 1, datetime.now(UTC))
+    with pg_engine.connect() as writer:
+        writer.execute(text("UPDATE jobs SET priority = priority"))
+        with pg_engine.begin() as conn:
+            conn.execute(text("SET LOCAL lock_timeout = '200ms'"))
+            with pytest.raises(OperationalError, match="lock timeout"):
+                conn.execute(text(_emptying(TABLES)))
+        writer.rollback()
