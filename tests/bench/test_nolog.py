@@ -10,10 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 from bench import nolog
+
+pytestmark = pytest.mark.slow  # a Python process per test
 installed = nolog.install_if_asked()
 from datetime import UTC, datetime
 from jobs_core.claims import ClaimPlan

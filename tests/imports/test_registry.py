@@ -50,6 +50,7 @@ def test_the_worker_builds_the_shipped_module_on_an_engine_of_its_own(
     assert "import_csv" not in worker_registry(False).names()
 
 
+@pytest.mark.slow  # a worker process
 def test_python_m_jobs_worker_refuses_a_bad_module_setting_in_one_line(pg_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
     env.update({"JOBS_DATABASE_URL": pg_url, "JOBS_IMPORTS_BATCH_SIZE": "zero"})

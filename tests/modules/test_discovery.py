@@ -104,6 +104,7 @@ def _run(env_extra: dict[str, str], *argv: str) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.slow  # a process each
 @pytest.mark.parametrize(
     "command",
     [("-m", "jobs_worker"), ("-m", "jobs_cli", "enqueue", "noop", "--org", "o", "--new-org")],
