@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a Python process per test
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 from bench import nolog
-
-pytestmark = pytest.mark.slow  # a Python process per test
 installed = nolog.install_if_asked()
 from datetime import UTC, datetime
 from jobs_core.claims import ClaimPlan
