@@ -26,7 +26,8 @@ class AttemptOutcome(enum.StrEnum):
     """What became of one attempt (not of the job: a retried attempt leaves the job queued).
 
     ``retrying``: it failed and the job will run again (its error is kept); ``snoozed``: the
-    handler asked to run later; ``handed_back``: its worker shut down and gave the job back
+    handler asked to run later; ``waiting``: the handler waits for its children (it runs again
+    once they have ended); ``handed_back``: its worker shut down and gave the job back
     without counting the attempt; ``lost``: its worker went silent and the sweep ended it.
     """
 
@@ -37,6 +38,7 @@ class AttemptOutcome(enum.StrEnum):
     SNOOZED = "snoozed"
     HANDED_BACK = "handed_back"
     LOST = "lost"
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True, slots=True)

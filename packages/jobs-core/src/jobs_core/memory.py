@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from jobs_core import codec, domain, flow, history
+from jobs_core import codec, domain, flow, history, parents
 from jobs_core.children import children_due
 from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
@@ -205,13 +205,14 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         :meth:`claim` with ``claim_next`` (of jobs that were queued before the call)."""
         with self._lock:
             finished = [self._apply(change) for change in patches]
-            for change, written in zip(patches, finished, strict=True):
-                # The children of an attempt ended done, in the same write (decision 0038).
+            for i, (change, written) in enumerate(zip(patches, finished, strict=True)):
+                # The children of an attempt ended done or waiting for them, in the same write
+                # (decisions 0038, 0043); a parent waiting for them gets their edges there too.
                 children = children_due(change, written)
-                if children:
-                    assert written is not None
-                    assert written.finished_at is not None
-                    self.insert_many(children, written.finished_at)
+                at = change.ended_at
+                inserted = self.insert_many(children, at) if children and at is not None else []
+                if written is not None and parents.waits_for_children(change, written):
+                    finished[i] = self._wait_for_children(written, change, inserted)
             if claim_next is None:
                 return Completed(finished, [])
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its

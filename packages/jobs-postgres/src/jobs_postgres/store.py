@@ -290,18 +290,20 @@ class PostgresJobStore(
         Under ``claim_next.limits`` the patches commit first, then the claim runs as
         :meth:`claim` does (the places the patches freed are counted as free).
 
-        Patches with children (decision 0038): the same, then the children owed, in one
-        transaction (:mod:`jobs_postgres.children`); a batch without any runs as before."""
+        Patches with children (decision 0038), or waiting for them (decision 0043): the same,
+        then the children owed and the waiting parents' edges, in one transaction
+        (:mod:`jobs_postgres.children`, :mod:`jobs_postgres.waits`); a batch without any runs
+        as before."""
         if has_children(patches):
             if self._bound is None:
                 with self._transaction() as conn:
                     return self.bound_to(conn).complete(patches, claim_next=claim_next)
             done = self._complete(patches, claim_next)
             owed = children_of(patches, done.finished)
-            if owed:
-                now = max(c.finished_at for c in patches if c.finished_at is not None)
-                self.insert_many(owed, now)
-            return done
+            # Created at the end of their parents' attempts (one instant per batch).
+            now = max((c.ended_at for c in patches if c.ended_at is not None), default=None)
+            inserted = self.insert_many(owed, now) if owed and now is not None else []
+            return self.wait_for_children(patches, done, inserted)
         return self._complete(patches, claim_next)
 
     def _complete(self, patches: Sequence[Patch], claim_next: ClaimNext | None) -> Completed:
