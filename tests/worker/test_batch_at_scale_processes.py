@@ -74,6 +74,8 @@ def test_ten_thousand_members_on_eight_workers_give_one_callback(
                 " (SELECT count(DISTINCT worker) FROM job_attempts)"
             )
         ).one()
-    assert dict(kinds) == {"enqueued": 1, "requeued": 1, "claimed": 1, "done": 1}
+    seen = dict(kinds)
+    seen.pop("progress", None)  # its run's heartbeat, long enough to read 10,000 members
+    assert seen == {"enqueued": 1, "requeued": 1, "claimed": 1, "done": 1}  # released, run once
     assert tuple(left)[:3] == (0, 0, 0)
     assert left[3] >= 2, "the members ran on one worker: the test proved less than it says"

@@ -31,10 +31,8 @@ ORG = "acme"
 SETTINGS = {
     "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",
     "JOBS_LINKCHECK_FETCH_TIMEOUT_S": "5",
-    "JOBS_LINKCHECK_STEP_S": "0.1",
 }
-"""The test sites are served on 127.0.0.1, a private address the module refuses by default;
-crawls step every 0.1 s instead of 0.5 s."""
+"""The test sites are served on 127.0.0.1, a private address the module refuses by default."""
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +84,7 @@ def engine(_session_engine: Engine) -> Engine:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    """The tests' clock: the harness moves it (snoozes, backoff) instead of sleeping."""
+    """The tests' clock: the harness moves it (backoff) instead of sleeping."""
     return FakeClock(datetime.now(UTC))
 
 
