@@ -74,7 +74,7 @@ def test_ten_thousand_members_on_eight_workers_give_one_callback(
                 " (SELECT count(DISTINCT worker) FROM job_attempts)"
             )
         ).one()
-    seen = dict(kinds)
+    seen: dict[str, int] = dict(kinds)
     seen.pop("progress", None)  # its run's heartbeat, long enough to read 10,000 members
     assert seen == {"enqueued": 1, "requeued": 1, "claimed": 1, "done": 1}  # released, run once
     assert tuple(left)[:3] == (0, 0, 0)
