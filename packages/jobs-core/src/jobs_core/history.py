@@ -86,9 +86,10 @@ _ENDED_AS = {
     Status.DONE: AttemptOutcome.DONE,
     Status.FAILED: AttemptOutcome.FAILED,
     Status.CANCELLED: AttemptOutcome.CANCELLED,
+    Status.WAITING: AttemptOutcome.WAITING,  # its handler waits for its children (0043)
 }
-"""The outcome of an attempt that ended its job (a dict: an enum's lookup by value cost a
-microsecond per finished job)."""
+"""The outcome of an attempt that ended its job, or left it waiting for its children (a dict:
+an enum's lookup by value cost a microsecond per finished job)."""
 
 
 class Ended(NamedTuple):
