@@ -189,7 +189,10 @@ class Attempts(Protocol):
         With ``claim_next``, then :meth:`claim` with its arguments, in the same round trip:
         what a worker sends when a job ends while more work waits. A job re-queued by these
         patches is not claimed back by the same call. A patch's ``hook_due_at`` (the end hook's
-        marker, decision 0025) is assigned with its other columns, in the same write.
+        marker, decision 0025) is assigned with its other columns, in the same write; so are
+        the children it owes (:func:`jobs_core.children.children_due`, decision 0038) and, for
+        a patch that leaves its job ``waiting``, the job's edges to them and to its ``awaits``,
+        released at once if they have all ended (:mod:`jobs_core.parents`, decision 0043).
         """
         ...
 
