@@ -98,7 +98,7 @@ def test_the_window_slides_with_each_start(service: JobService, clock: FakeClock
     clock.advance(5)
     assert len(service.claim(10)) == 1  # t = 5: the third
     clock.advance(4.9)
-    assert service.claim(10) == []  # t = 9.9: three in (−0.1, 9.9]
+    assert service.claim(10) == []  # t = 9.9: three in (-0.1, 9.9]
     clock.advance(0.1)
     assert len(service.claim(10)) == 2  # t = 10: the two of t = 0 left
     clock.advance(4.9)
@@ -180,9 +180,7 @@ def test_every_start_counts_a_retry_or_a_snooze_too(service: JobService, clock: 
     assert len(service.claim(10)) == 1  # the third job, started 10 s after the first start
 
 
-def test_the_claim_sent_with_outcomes_keeps_the_rate(
-    service: JobService, clock: FakeClock
-) -> None:
+def test_the_claim_sent_with_outcomes_keeps_the_rate(service: JobService, clock: FakeClock) -> None:
     service.enqueue_many(ORG, "polite", [{"site": 1}] * 8)
     first = service.claim(2)
     _finished, claimed = service.complete_and_claim([(j.ref, Done()) for j in first], 10)

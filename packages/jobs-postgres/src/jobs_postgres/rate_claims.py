@@ -12,8 +12,8 @@ The rule is :mod:`jobs_core.rates`, applied as :func:`jobs_core.claims.choose` a
   candidate key's starts in the window again, admits a candidate while that count plus the
   candidates of its key before it stays within N (and within the key's and the type's
   concurrency limits), and writes the starts of the keys it admitted: the newest N of the
-  claim's ``now`` (one per job started) and the key's starts still in the window
-  (:func:`jobs_core.rates.recorded`), in the same statement as the claim.
+  claim's ``now`` (one per job started) and the key's starts (:func:`jobs_core.rates.recorded`),
+  in the same statement as the claim.
 
 Only claimers of the same key wait for each other, and only for that short transaction; a
 claimer of other keys reads the key rows of its plan's rate-limited types (one primary key
@@ -63,7 +63,8 @@ FITS = """
            OR c.key_started + c.key_rank <= c.rate_n)"""
 
 # The starts of the keys this claim started jobs of, written with the claim: the newest N of
-# ``now`` (once per job) and the starts still in the window. The key's row is read in the
+# ``now`` (once per job) and the key's starts (jobs_core.rates.recorded: not pruned by this
+# claimer's window, which a claimer whose clock is behind would need). The key's row is read in the
 # statement's snapshot, taken after its advisory lock was granted: no claimer of the key wrote
 # it since. One row per key (grouped first: an upsert must not touch a row twice).
 WRITTEN = [
@@ -80,7 +81,7 @@ WRITTEN = [
             array_fill(CAST(:now AS timestamptz), ARRAY[CAST(s.n AS int)])
             || coalesce(o.starts, CAST('{}' AS timestamptz[]))
         ) AS t
-        WHERE t > l.since ORDER BY t DESC LIMIT l.rate_n
+        ORDER BY t DESC LIMIT l.rate_n
     )
     FROM rate_started AS s JOIN lim AS l ON l.type = s.type
     LEFT JOIN job_rate_keys AS o ON o.type = s.type AND o.key = s.key
