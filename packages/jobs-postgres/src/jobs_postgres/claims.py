@@ -394,7 +394,7 @@ _ADVISORY = """locks AS (
 
 def _admitted(rated: bool) -> list[str]:
     """Statement 2's CTEs (with a rate limit: its parts from :mod:`jobs_postgres.rate_claims`)."""
-    columns, join, fits = rate_claims.ADMISSION if rated else ("", "", "")
+    opened, columns, join, fits = rate_claims.ADMISSION if rated else ("", "", "", "")
     return [
         _limits(rated),
         """key_running AS (
@@ -419,8 +419,8 @@ def _admitted(rated: bool) -> list[str]:
         ) AS key_rank
         FROM candidate AS c
     ) AS c
-    WHERE (c.key_limit IS NULL OR c.concurrency_key IS NULL
-       OR coalesce(c.key_running, 0) + c.key_rank <= c.key_limit){fits}
+    WHERE {opened}c.key_limit IS NULL OR c.concurrency_key IS NULL
+       OR coalesce(c.key_running, 0) + c.key_rank <= c.key_limit{fits}
 )""",
         """due AS (
     SELECT k.id FROM key_fit AS k LEFT JOIN type_running AS tr ON tr.type = k.type

@@ -58,7 +58,7 @@ CANDIDATE_JOIN = """
 
 # A candidate fits its key's rate while its key's starts in the window plus the candidates of
 # its key before it stay within N.
-FITS = """
+FITS = """)
       AND (c.rate_n IS NULL OR c.concurrency_key IS NULL
            OR c.key_started + c.key_rank <= c.rate_n)"""
 
@@ -90,7 +90,9 @@ WRITTEN = [
 ]
 
 
-ADMISSION = (CANDIDATE_COLUMNS, CANDIDATE_JOIN, FITS)
+ADMISSION = ("(", CANDIDATE_COLUMNS, CANDIDATE_JOIN, FITS)
+"""What statement 2 adds: the parenthesis that opens the concurrency test ``FITS`` closes, the
+candidate's columns, its join and ``FITS``."""
 
 
 def params(limits: ClaimLimits) -> dict[str, Any]:
