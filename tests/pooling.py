@@ -39,7 +39,8 @@ POOL_SIZE = 10
 
 TABLES = (
     "jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events, job_type_pauses,"
-    " job_waits, job_wait_ends, schedules, schedule_runs, jobs_settings, job_org_quotas"
+    " job_waits, job_wait_ends, job_rate_keys, schedules, schedule_runs, jobs_settings,"
+    " job_org_quotas"
 )
 """Every table a test empties before it runs: all that hold state except ``job_events_state``
 (the event ids' key, made once by the migrations). A schedule left by one test fired jobs into

@@ -45,7 +45,10 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
         if calls > 1:
             with engine.begin() as connection:
                 connection.execute(
-                    text("TRUNCATE jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends")
+                    text(
+                        "TRUNCATE jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends,"
+                        " job_rate_keys"
+                    )
                 )
         return store
 

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class WaitingOut(BaseModel):
     """One reason a queued job has not started (docs/flow-control.md): a stable ``code``
-    (scheduled, snoozed, key_busy, type_busy, ahead, no_worker, unknown_type, next) and a
-    sentence."""
+    (awaiting, scheduled, snoozed, type_paused, key_busy, rate_limited, type_busy, ahead,
+    no_worker, unknown_type, next) and a sentence."""
 
     code: str
     message: str

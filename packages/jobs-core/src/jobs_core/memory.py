@@ -54,6 +54,7 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         """Each job's attempt records, oldest first (jobs_core.history)."""
         self._paused: dict[str, TypePause] = {}
         """The paused types (jobs_core.pauses), by name."""
+        self._starts: dict[tuple[str, str], tuple[datetime, ...]] = {}  # jobs_core.rates
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -141,10 +142,12 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
             queued = (j for j in jobs if j.status is Status.QUEUED and j.id not in skipped)
             running = (j for j in jobs if j.status is Status.RUNNING) if plan.limited else ()
             claimed = []
-            for job in choose(plan, queued, running, self._paused):
+            for job in choose(plan, queued, running, self._paused, self._starts):
                 held = domain.claim(job, uuid.uuid4(), plan.now)
                 self._jobs[job.id] = held
                 claimed.append(held)
+            if plan.rated and plan.limits:
+                self._starts.update(flow.record(self._starts, claimed, plan.limits, plan.now))
             return claimed
 
     def _held(self, ref: AttemptRef) -> Job | None:
@@ -304,13 +307,9 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
                 ):
                     ahead += 1
             serving = sum(job.type in w.types for w in self._live(now))
-            return WaitingFacts(
-                running_key,
-                running_type,
-                min(ahead, AHEAD_CAP),
-                serving,
-                job.type in self._paused,
-            )
+            starts = self._starts.get((job.type, job.concurrency_key or ""), ())
+            counts = (running_key, running_type, min(ahead, AHEAD_CAP), serving)
+            return WaitingFacts(*counts, job.type in self._paused, starts)
 
     # -- paused types -------------------------------------------------------------------------
     def pause(self, job_type: str, by: str, now: datetime) -> TypePause:

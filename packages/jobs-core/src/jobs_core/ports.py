@@ -66,7 +66,9 @@ class WaitingFacts:
     running jobs of its type; ``ahead``: due queued jobs of its type a claim takes before it
     (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (every
     store keeps the worker registry, :class:`~jobs_core.workers.WorkerRegistry`);
-    ``type_paused``: an operator paused its type (:class:`TypePauses`).
+    ``type_paused``: an operator paused its type (:class:`TypePauses`); ``rate_starts``: the
+    recorded starts of its key (newest first) if its type has a rate limit
+    (:mod:`jobs_core.rates`).
     """
 
     running_key: int
@@ -74,6 +76,7 @@ class WaitingFacts:
     ahead: int
     live_workers: int
     type_paused: bool = False
+    rate_starts: tuple[datetime, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

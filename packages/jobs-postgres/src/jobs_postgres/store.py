@@ -223,7 +223,9 @@ class PostgresJobStore(
             "live_after": live_after(now),
         }
         row = self._on_driver(lambda execute, _: execute(flow.waiting_facts(), params))
-        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]), bool(row[4]))
+        starts = tuple(sorted(row[5] or (), reverse=True))
+        counts = (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return WaitingFacts(*counts, bool(row[4]), starts)
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from alembic import op
 
 revision: str = "0018_attempt_waiting"
-down_revision: str | None = "0016_job_waits"
+down_revision: str | None = "0017_job_rate_keys"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
