@@ -124,19 +124,20 @@ def worker(
     module_context: ModuleContext, database_url: str
 ) -> Callable[..., AbstractContextManager[JobService]]:
     """``with worker(concurrency=4) as service: ...`` runs a real worker (``jobs_worker``) on a
-    thread for the block, on real time; ``service`` enqueues and reads its jobs."""
+    thread for the block, on real time; ``service`` enqueues and reads its jobs. Keyword
+    settings (``JOBS_LINKCHECK_FETCHES_PER_SECOND="4"``) change the module's settings."""
     from jobs_postgres.store import PostgresJobStore
     from jobs_postgres.wakeup import PostgresWakeup
     from jobs_worker.worker import Worker, WorkerConfig
 
-    real_time = replace(module_context, clock=SystemClock())
-    assert real_time.engine is not None
-    service = JobService(
-        PostgresJobStore(real_time.engine), module.registry(real_time), real_time.clock
-    )
-
     @contextmanager
-    def run(concurrency: int = 4) -> Iterator[JobService]:
+    def run(concurrency: int = 4, **settings: str) -> Iterator[JobService]:
+        """``settings``: more ``JOBS_LINKCHECK_*`` values for the module's types."""
+        real_time = replace(module_context, clock=SystemClock(), settings={**SETTINGS, **settings})
+        assert real_time.engine is not None
+        service = JobService(
+            PostgresJobStore(real_time.engine), module.registry(real_time), real_time.clock
+        )
         config = WorkerConfig(
             concurrency=concurrency,
             poll_interval_s=0.1,

@@ -236,6 +236,47 @@ def test_fetches_of_a_site_never_run_more_than_its_limit_at_once(
     assert one.max_concurrent == two.max_concurrent == 2
 
 
+def test_fetches_of_a_site_never_start_more_than_its_rate(
+    engine: Engine, worker: Callable[..., AbstractContextManager[JobService]]
+) -> None:
+    """A real worker of 8 slots crawls a site of 16 quick pages at 4 fetches per second
+    (``JOBS_LINKCHECK_FETCHES_PER_SECOND``): no more than 4 of its fetches start within any one
+    second, and the crawl still ends with every page. A start is the claim's instant (the
+    attempt's ``started_at``); the request reaches the site a few milliseconds later, so the
+    site's own clock may see 5 within a second by that jitter (docs/flow-control.md)."""
+    with (
+        serving(chain_site(16, delay_s=0.0)) as site,
+        worker(concurrency=8, JOBS_LINKCHECK_FETCHES_PER_SECOND="4") as service,
+    ):
+        crawl = service.enqueue("acme", CRAWL, crawl_payload(site.site, site.url("/"))).job
+        done = wait_ended(service, crawl)
+    assert done.status is Status.DONE
+    assert done.report is not None
+    assert done.report["pages"] == 16
+    assert len(site.started) == 16
+    with engine.connect() as conn:
+        starts = conn.execute(
+            sa.text(
+                "SELECT a.started_at FROM job_attempts a JOIN jobs j ON j.id = a.job_id"
+                " WHERE j.parent_id = :crawl ORDER BY a.started_at"
+            ),
+            {"crawl": crawl.id},
+        ).scalars()
+        started = [at.timestamp() for at in starts]
+    assert len(started) == 16
+    assert busiest_second(started) == 4  # held to the rate, and reached it
+
+
+def busiest_second(times: list[float]) -> int:
+    """The most of ``times`` (seconds, in order) within any one second (a sliding window)."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= 1.0:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
+
+
 def harness_store(engine: Engine) -> Any:
     from jobs_postgres.store import PostgresJobStore
 

@@ -13,7 +13,9 @@
   most N fetches per site at once** (``JOBS_LINKCHECK_FETCHES_PER_SITE``, default 2): its
   ``concurrency_key`` is the payload's ``site``, global to every org (the limit is politeness
   towards the site, not a tenant's share), so the claim itself never starts more, across every
-  worker process and org (docs/flow-control.md).
+  worker process and org (docs/flow-control.md); and **at most M starts per second per site**
+  (``JOBS_LINKCHECK_FETCHES_PER_SECOND``, default 10), the type's ``rate_limit`` over the same
+  key.
 """
 
 from __future__ import annotations
@@ -63,15 +65,17 @@ class Settings:
     """The module's settings, read from the deployment's ``JOBS_LINKCHECK_*`` variables."""
 
     fetches_per_site: int = 2
+    fetches_per_second: int = 10
     allow_private: bool = False
     fetch_timeout_s: float = 10.0
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Settings:
-        """``JOBS_LINKCHECK_FETCHES_PER_SITE``, ``_ALLOW_PRIVATE`` (``1``),
-        ``_FETCH_TIMEOUT_S``."""
+        """``JOBS_LINKCHECK_FETCHES_PER_SITE``, ``_FETCHES_PER_SECOND``, ``_ALLOW_PRIVATE``
+        (``1``), ``_FETCH_TIMEOUT_S``."""
         return cls(
             fetches_per_site=int(settings.get("JOBS_LINKCHECK_FETCHES_PER_SITE", "2")),
+            fetches_per_second=int(settings.get("JOBS_LINKCHECK_FETCHES_PER_SECOND", "10")),
             allow_private=settings.get("JOBS_LINKCHECK_ALLOW_PRIVATE", "0") == "1",
             fetch_timeout_s=float(settings.get("JOBS_LINKCHECK_FETCH_TIMEOUT_S", "10")),
         )
@@ -168,8 +172,9 @@ def build(engine: Engine, settings: Settings) -> Registry:
             # Politeness towards the site is not any one tenant's: every org's fetches of a
             # site share its limit.
             concurrency_scope=KeyScope.GLOBAL,
-            # RATE LIMIT (issue 25 item 4, filled in at merge): at most N starts per second per
-            # site, `rate_limit=(N, per_seconds)` over the same key (README, "Politeness").
+            # And at most N starts per second per site, over the same key and scope: the claim
+            # holds the next fetch of a site until its window has room (decision 0042).
+            rate_limit=(settings.fetches_per_second, 1.0),
             max_attempts=3,
             timeout_s=max(60.0, 3 * settings.fetch_timeout_s),
             retry=_RETRY_ON_OUTAGE,
