@@ -41,7 +41,8 @@ POOL_SIZE = 10
 
 TABLES = (
     "jobs, job_attempts, api_tokens, job_workers, api_sessions, job_events, job_type_pauses,"
-    " job_waits, job_wait_ends, schedules, schedule_runs, jobs_settings, job_org_quotas"
+    " job_waits, job_wait_ends, job_rate_keys, schedules, schedule_runs, jobs_settings,"
+    " job_org_quotas"
 )
 """Every table a test empties before it runs: all that hold state except ``job_events_state``
 (the event ids' key, made once by the migrations). A schedule left by one test fired jobs into
@@ -64,7 +65,7 @@ def empty_tables(conn: Connection, tables: str = TABLES) -> None:
     """Empty ``tables`` (comma-separated) in the caller's transaction, as ``TRUNCATE`` would.
 
     Only the tables that hold a row are truncated: a ``TRUNCATE`` makes new files for each table
-    and index, and the thirteen empty ones cost ~50 ms before every PostgreSQL test (ten times
+    and index, and the empty ones of ``TABLES`` cost ~50 ms before every PostgreSQL test (ten times
     what looking into them costs). They are all locked first, so a test that leaked a
     transaction writing one of them still fails here (``lock_timeout``) rather than leaving a
     row behind for the next test. ``CASCADE``: a table referencing one that holds rows is

@@ -93,6 +93,8 @@ def make_registry() -> Registry:
             concurrency_limit=1,
         )
     )
+    # internal: one start per site per hour (a rate limit, decision 0042)
+    registry.register(JobType("polite", _ok, concurrency_key="site_id", rate_limit=(1, 3600)))
     return registry
 
 

@@ -3,6 +3,7 @@ queued job waits — without a word about hosts or pids (docs/flow-control.md)."
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -77,3 +78,20 @@ async def test_get_says_why_a_queued_job_waits(
     shown = (await client.get(f"/jobs/{running['id']}", headers=as_a)).json()
     assert shown["status"] == "running"
     assert shown["waiting"] is None
+
+
+async def test_get_says_when_a_rate_limited_job_starts_next(
+    client: httpx.AsyncClient, as_a: dict[str, str], container: Container
+) -> None:
+    service = _service(container)
+    first = service.enqueue("org-a", "polite", {"site_id": 3}).job
+    started = claim(service, str(first.id))
+    held = service.enqueue("org-a", "polite", {"site_id": 3}).job
+    body = (await client.get(f"/jobs/{held.id}", headers=as_a)).json()
+    (limited,) = [w for w in body["waiting"] if w["code"] == "rate_limited"]
+    assert started.started_at is not None
+    next_at = started.started_at + timedelta(hours=1)
+    assert limited["message"].startswith(
+        f"rate limited: next start at {next_at.isoformat(timespec='milliseconds')}"
+    )
+    assert "site_id=3" in limited["message"]

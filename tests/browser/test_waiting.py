@@ -71,6 +71,14 @@ def test_a_batch_callback_waits_for_its_members_then_runs(
     expect(detail.locator("#detail-waiting li[data-code='awaiting']")).to_contain_text(
         "waits for other jobs to end"
     )
+    # The batch's progress, and each member a link to its own detail (decision 0043).
+    expect(detail.locator("#detail-awaited-summary")).to_contain_text("of 2 ended")
+    expect(detail.locator("#detail-awaited li")).to_have_count(2)
     expect(detail.locator("#detail-status .badge")).to_have_text("done", timeout=60_000)
+    expect(detail.locator("#detail-awaited-summary")).to_have_text("2 of 2 ended · 2 done")
+    member = batch["members"][0]
+    detail.locator(f"#detail-awaited li[data-id='{member}'] a").click()
+    expect(detail.locator("#detail-title")).to_contain_text(member)
+    expect(detail.locator("#detail-awaited-section")).to_be_hidden()  # a member awaits none
     awaited = system.call("GET", f"/jobs/{callback}/awaited", org)
     assert (awaited["ended"], awaited["total"], awaited["counts"]["done"]) == (2, 2, 2)

@@ -28,6 +28,7 @@ def test_a_job_enqueued_after_another_waits_for_it(jobs_here: InProcess) -> None
     assert code == 0
     assert "waits for other jobs to end" in out
     assert "awaits       0 of 1 ended (1 queued)" in out
+    assert f"  {first}  queued     noop" in out  # each awaited job, listed
 
 
 def test_an_unknown_dependency_is_refused_and_named(jobs_here: InProcess) -> None:

@@ -234,6 +234,16 @@ def test_an_unreachable_database_is_one_clear_line(
         assert len(err.strip().splitlines()) == 1
 
 
+def test_an_unmigrated_database_says_to_run_migrate(fresh_db_url: str) -> None:
+    env = clean_env(JOBS_DATABASE_URL=fresh_db_url, JOBS_DEMO_TYPES="1")
+    for command in (["ls"], ["show", "01900000-0000-7000-8000-000000000000"]):
+        result = run_jobs(env, *command)
+        assert_one_line_error(result, 3, "has no jobs schema", "run `jobs migrate`")
+    assert run_jobs(env, "migrate").returncode == 0
+    listed = run_jobs(env, "ls")
+    assert listed.returncode == 0, listed.stderr
+
+
 def test_debug_shows_the_traceback() -> None:
     env = clean_env(JOBS_DATABASE_URL=f"postgresql://postgres@127.0.0.1:{free_port()}/jobs")
     result = run_jobs(env, "--debug", "ls")

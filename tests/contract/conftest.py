@@ -47,7 +47,8 @@ def jobs_store_factory(request: pytest.FixtureRequest) -> Callable[[], JobStore]
         if calls > 1:
             with engine.begin() as connection:
                 empty_tables(
-                    connection, "jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends"
+                    connection,
+                    "jobs, job_attempts, job_type_pauses, job_waits, job_wait_ends, job_rate_keys",
                 )
         return store
 

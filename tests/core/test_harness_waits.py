@@ -57,3 +57,31 @@ def test_a_dependent_waits_and_a_failed_dependency_cancels_it() -> None:
     cancelled = kit.service.get(kit.org, after.id)
     assert cancelled.status is Status.CANCELLED
     assert cancelled.error == f"a job it depends on ended failed: {first.id}"
+
+
+def test_a_parent_waits_for_its_children_then_runs_again_with_their_ends() -> None:
+    """Decision 0043: the kit's run of a parent that waits leaves it waiting (no slot), runs its
+    children, releases it once, and its next run reads them."""
+    kit, ran, summaries = _harness()
+
+    def crawl(ctx: JobContext) -> Mapping[str, Any]:
+        seen = ctx.awaited()
+        if not seen.jobs:
+            ran.append("fan out")
+            ctx.enqueue_many("fetch", [{"url": "/a"}, {"url": "/b", "broken": True}])
+            ctx.wait_for_children()
+        ran.append("aggregate")
+        return {status.value: n for status, n in seen.counts.items() if n}
+
+    kit.registry.register(JobType("crawl", crawl))
+    parent = kit.enqueue("crawl", {})
+    waiting = kit.run_next("crawl")
+    assert waiting is not None
+    assert (waiting.status, waiting.attempts) == (Status.WAITING, 0)
+    assert kit.claim("crawl") is None  # waiting for its children
+    kit.drain()
+    assert ran == ["fan out", "fetch /a", "fetch /b", "aggregate"]
+    done = kit.service.get(kit.org, parent.id)
+    assert (done.status, done.report) == (Status.DONE, {"done": 1, "failed": 1})
+    assert [c.parent_id for c in kit.jobs("fetch")] == [parent.id, parent.id]
+    assert summaries == []

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from jobs_core import Done, Failed, FakeClock, InMemoryJobStore, Job, JobService, JobType, Registry
-from jobs_core.history import AttemptOutcome, AttemptRecord
+from jobs_core.history import AttemptOutcome, Ended
 from jobs_core.observe import active_state
 
 
@@ -18,7 +18,7 @@ class Observed:
 
     created: list[Job] = field(default_factory=list)
     claims: list[tuple[list[Job], float | None]] = field(default_factory=list)
-    ends: list[tuple[list[tuple[str, AttemptRecord]], float | None]] = field(default_factory=list)
+    ends: list[tuple[list[Ended], float | None]] = field(default_factory=list)
     outages: int = 0
 
     def enqueued(self, jobs: Sequence[Job]) -> None:
@@ -27,7 +27,7 @@ class Observed:
     def claimed(self, jobs: Sequence[Job], seconds: float | None) -> None:
         self.claims.append((list(jobs), seconds))
 
-    def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
+    def finished(self, ended: Sequence[Ended], seconds: float | None) -> None:
         self.ends.append((list(ended), seconds))
 
     def outage_began(self) -> None:
@@ -64,11 +64,7 @@ def test_enqueues_claims_and_ends_are_told_once_each() -> None:
     assert finished[0] is not None
     [(ended, write_s)] = seen.ends
     assert write_s is not None
-    [(job_type, record)] = ended
-    assert job_type == "a"
-    assert record.outcome is AttemptOutcome.DONE
-    assert record.duration_s == 3
-    assert record.worker == "w:1"
+    assert ended == [Ended("a", AttemptOutcome.DONE, 3.0)]
     assert seen.claims[-1] == (more, None)  # rode on the finish's round trip
     assert len(more) == 3
 
@@ -87,7 +83,7 @@ def test_the_sweep_tells_of_lost_attempts() -> None:
     service.sweep(600)
     [(ended, seconds)] = seen.ends
     assert seconds is None
-    assert [(t, r.outcome) for t, r in ended] == [("a", AttemptOutcome.LOST)]
+    assert [(e.type, e.outcome) for e in ended] == [("a", AttemptOutcome.LOST)]
 
 
 def test_active_state_counts_a_job_due_later_as_scheduled() -> None:

@@ -133,6 +133,9 @@ FLOW = [  # flow control: each line after PARAMS, the field named, the words of 
     ("max_running: 0", "max_running", "integer >= 1"),
     ("max_running: true", "max_running", "integer >= 1"),
     ("max_snoozes: -1", "max_snoozes", "integer >= 0"),
+    ("rate_limit: [0, 1]", "rate_limit", "N must be between 1 and 1000"),
+    ("rate_limit: [5, 0]", "rate_limit", "per_seconds must be > 0"),
+    ("rate_limit: 5", "rate_limit", "must be a pair (N, per_seconds)"),
 ]
 
 
@@ -288,6 +291,16 @@ def test_a_manifest_declares_its_flow_control(tmp_path: Path) -> None:
     shared = LIMITED.format(id="shared") + "concurrency_scope: global\n"
     write(tmp_path, "shared", shared)
     assert load_manifests(tmp_path).registry.get("shared").concurrency_scope is KeyScope.GLOBAL
+
+
+def test_a_manifest_declares_a_rate_limit(tmp_path: Path) -> None:
+    """``rate_limit: [N, per_seconds]`` over the type's key (decision 0042); the key may go
+    with a rate limit alone."""
+    body = "id: fetch\ncommand: ./run.sh\n" + PARAMS
+    write(tmp_path, "fetch", body + "concurrency_key: site_id\nrate_limit: [5, 1]\n")
+    job_type = load_manifests(tmp_path).registry.get("fetch")
+    assert (job_type.concurrency_key, job_type.rate_limit) == ("site_id", (5, 1.0))
+    assert job_type.concurrency_limit is None
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Job types for the multi-process test of batches (decision 0041), loaded by real workers
 through ``JOBS_EXTRA_REGISTRIES=tests.worker.waits_registry:registry``: ``member`` takes tens of
 milliseconds (one in ten fails; a run cut by a kill is swept and runs again), ``gather`` reports
-what ``ctx.awaited()`` reads when it runs."""
+what ``ctx.awaited()`` reads when it runs; ``parent`` fans out members and waits for them."""
 
 from __future__ import annotations
 
@@ -33,3 +33,26 @@ def gather(ctx: JobContext) -> Mapping[str, Any]:
 
 registry.register(JobType("member", member, max_attempts=3))
 registry.register(JobType("gather", gather))
+
+
+CHILDREN = 30
+"""The children each ``parent`` fans out."""
+
+
+def parent(ctx: JobContext) -> Mapping[str, Any]:
+    """Fans out :data:`CHILDREN` members and waits for them without a slot (decision 0043); run
+    again once they have all ended, reports what ``ctx.awaited()`` reads."""
+    summary = ctx.awaited()
+    if not summary.jobs:
+        ctx.enqueue_many("member", [{"n": n} for n in range(CHILDREN)])
+        ctx.wait_for_children()
+    time.sleep(0.2)  # a resumed run long enough for a kill to cut some
+    return {
+        "total": len(summary.jobs),
+        "ended": summary.ended,
+        "counts": {status.value: n for status, n in summary.counts.items() if n},
+    }
+
+
+registry.register(JobType("parent", parent))
+registry.register(JobType("quick", lambda ctx: None))

@@ -31,10 +31,8 @@ ORG = "acme"
 SETTINGS = {
     "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",
     "JOBS_LINKCHECK_FETCH_TIMEOUT_S": "5",
-    "JOBS_LINKCHECK_STEP_S": "0.1",
 }
-"""The test sites are served on 127.0.0.1, a private address the module refuses by default;
-crawls step every 0.1 s instead of 0.5 s."""
+"""The test sites are served on 127.0.0.1, a private address the module refuses by default."""
 
 
 @pytest.fixture(scope="session")
@@ -86,7 +84,7 @@ def engine(_session_engine: Engine) -> Engine:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    """The tests' clock: the harness moves it (snoozes, backoff) instead of sleeping."""
+    """The tests' clock: the harness moves it (backoff) instead of sleeping."""
     return FakeClock(datetime.now(UTC))
 
 
@@ -126,19 +124,20 @@ def worker(
     module_context: ModuleContext, database_url: str
 ) -> Callable[..., AbstractContextManager[JobService]]:
     """``with worker(concurrency=4) as service: ...`` runs a real worker (``jobs_worker``) on a
-    thread for the block, on real time; ``service`` enqueues and reads its jobs."""
+    thread for the block, on real time; ``service`` enqueues and reads its jobs. Keyword
+    settings (``JOBS_LINKCHECK_FETCHES_PER_SECOND="4"``) change the module's settings."""
     from jobs_postgres.store import PostgresJobStore
     from jobs_postgres.wakeup import PostgresWakeup
     from jobs_worker.worker import Worker, WorkerConfig
 
-    real_time = replace(module_context, clock=SystemClock())
-    assert real_time.engine is not None
-    service = JobService(
-        PostgresJobStore(real_time.engine), module.registry(real_time), real_time.clock
-    )
-
     @contextmanager
-    def run(concurrency: int = 4) -> Iterator[JobService]:
+    def run(concurrency: int = 4, **settings: str) -> Iterator[JobService]:
+        """``settings``: more ``JOBS_LINKCHECK_*`` values for the module's types."""
+        real_time = replace(module_context, clock=SystemClock(), settings={**SETTINGS, **settings})
+        assert real_time.engine is not None
+        service = JobService(
+            PostgresJobStore(real_time.engine), module.registry(real_time), real_time.clock
+        )
         config = WorkerConfig(
             concurrency=concurrency,
             poll_interval_s=0.1,

@@ -39,7 +39,6 @@ def deployment_env(database_url: str, **extra: str) -> dict[str, str]:
             "JOBS_MODULES": "jobs_linkcheck.module:module",
             "PYTHONPATH": os.pathsep.join(filter(None, [str(SRC), os.environ.get("PYTHONPATH")])),
             "JOBS_LINKCHECK_ALLOW_PRIVATE": "1",  # the test sites are on 127.0.0.1
-            "JOBS_LINKCHECK_STEP_S": "0.2",
             **PACE,
             **extra,
         }

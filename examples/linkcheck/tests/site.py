@@ -69,7 +69,8 @@ def chain_site(pages: int, delay_s: float, fan: int = 3) -> dict[str, Page]:
 
 
 class TestSite:
-    """The running server: ``url(path)``, ``hits``, ``max_concurrent``."""
+    """The running server: ``url(path)``, ``hits``, ``max_concurrent``, ``started`` (when each
+    request came)."""
 
     __test__ = False  # not a test class, whatever its name
 
@@ -77,6 +78,7 @@ class TestSite:
         self.pages = dict(pages)
         self.hits: Counter[str] = Counter()
         self.max_concurrent = 0
+        self.started: list[float] = []  # time.monotonic() of each request, in order
         self._active = 0
         self._lock = threading.Lock()
         site = self
@@ -121,6 +123,7 @@ class TestSite:
     def _enter(self, path: str) -> None:
         with self._lock:
             self.hits[path] += 1
+            self.started.append(time.monotonic())
             self._active += 1
             self.max_concurrent = max(self.max_concurrent, self._active)
 

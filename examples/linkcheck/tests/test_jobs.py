@@ -1,5 +1,6 @@
 """The job types on a real database against real sites, run by jobs-core's testing kit
-(``JobsHarness``: the real runner in the test's thread, a fake clock for the snoozes) and, for
+(``JobsHarness``: the real runner in the test's thread, its release pass for the crawl's waits)
+and, for
 the per-site limit, by a real worker with several slots."""
 
 from __future__ import annotations
@@ -109,19 +110,21 @@ def test_the_page_limit_stops_the_crawl_and_counts_what_it_left(harness: JobsHar
     assert done.report["dropped"] > 0
 
 
-def test_a_crawl_cancelled_between_two_steps_stops_and_its_row_says_cancelled(
+def test_a_crawl_cancelled_while_it_waits_for_a_wave_stops_and_its_row_says_cancelled(
     harness: JobsHarness, engine: Engine
 ) -> None:
-    """Between two steps the crawl is queued (snoozed): a cancel ends it at once, its
-    ``on_cancel`` hook marks the row, and the fetch jobs it had handed out fetch nothing."""
+    """Between two waves the crawl waits for its fetches (``waiting``, no slot): a cancel ends
+    it at once, its ``on_cancel`` hook marks the row, and the fetches it had handed out fetch
+    nothing."""
     with serving(chain_site(10, delay_s=0)) as site:
         crawl = harness.enqueue(CRAWL, crawl_payload(site.site, site.url("/")))
-        harness.drain(limit=4, follow_retries=False)  # the first step and the first fetch
-        assert harness.service.get(crawl.org_id, crawl.id).status is Status.QUEUED
-        harness.advance(1)
-        harness.run_next(CRAWL)  # the second step hands out the next pages
+        harness.run_next(CRAWL)  # the first wave: "/"
+        harness.run_next(FETCH)
+        harness.run_next(CRAWL)  # run again: the second wave
+        assert harness.service.get(crawl.org_id, crawl.id).status is Status.WAITING
         handed_out = harness.jobs(FETCH, status=Status.QUEUED)
         assert handed_out
+        assert all(fetch.parent_id == crawl.id for fetch in handed_out)
         fetched_before = sum(site.hits.values())
         harness.cancel(crawl)
         harness.drain()
@@ -146,30 +149,32 @@ def test_a_crawl_cancelled_while_its_step_runs_ends_cancelled(
     assert crawl_row(engine, crawl.id)["status"] == "cancelled"
 
 
-def test_a_step_handed_back_at_shutdown_resumes_from_its_checkpoint(
+def test_a_run_handed_back_at_shutdown_resumes_from_its_checkpoint(
     harness: JobsHarness, engine: Engine
 ) -> None:
-    """The worker stops in the middle of a step (after the frontier was saved): the job goes
-    back to the queue with its attempt refunded, and the next step starts from the checkpoint.
-    Nothing is fetched twice."""
+    """The worker stops a run of the crawl after it saved the frontier of its next wave and
+    before that run's outcome was written: the job goes back to the queue with its attempt
+    refunded, no fetch of that wave exists, and the next run hands the same wave out. Nothing is
+    fetched twice."""
     with serving(small_site()) as site:
         crawl = harness.enqueue(CRAWL, crawl_payload(site.site, site.url("/")))
         harness.run_next(CRAWL)
         harness.run_next(FETCH)  # "/" is fetched
-        harness.advance(1)
         back = harness.run_next(CRAWL, cancel=CancelReason.SHUTDOWN, at_progress=1)
         assert back is not None
         assert (back.status, back.attempts) == (Status.QUEUED, 0)
         checkpoint = harness.checkpoint_of(back)
         assert checkpoint is not None
         assert checkpoint["done"] == [site.url("/")]
-        assert len(checkpoint["pending"]) == 4  # handed out before the stop
+        assert len(checkpoint["pending"]) == 5  # the wave handed out before the stop
+        assert harness.jobs(FETCH, status=Status.QUEUED) == []  # written with no outcome
         harness.drain()
         hits = dict(site.hits)
     done = harness.service.get(crawl.org_id, crawl.id)
     assert done.status is Status.DONE
     assert hits == dict.fromkeys(SMALL_SITE_STATUSES, 1)
     assert crawl_row(engine, crawl.id)["status"] == "done"
+    assert len(harness.jobs(FETCH)) == len(SMALL_SITE_STATUSES)  # one fetch per URL
 
 
 def test_a_fetch_that_fails_for_good_settles_its_url_and_the_crawl_ends(
@@ -195,7 +200,7 @@ def test_a_fetch_that_fails_for_good_settles_its_url_and_the_crawl_ends(
 def test_a_private_site_is_not_fetched_unless_the_deployment_allows_it(
     module_context: ModuleContext, engine: Engine
 ) -> None:
-    strict = replace(module_context, settings={"JOBS_LINKCHECK_STEP_S": "0.1"})
+    strict = replace(module_context, settings={})
     service = JobService(harness_store(engine), module.registry(strict), module_context.clock)
     harness = JobsHarness(service=service)
     with serving({"/": Page(links=("/a",))}) as site:
@@ -229,6 +234,47 @@ def test_fetches_of_a_site_never_run_more_than_its_limit_at_once(
     assert [job.status for job in done] == [Status.DONE, Status.DONE]
     assert [job.report["pages"] for job in done if job.report] == [12, 12]
     assert one.max_concurrent == two.max_concurrent == 2
+
+
+def test_fetches_of_a_site_never_start_more_than_its_rate(
+    engine: Engine, worker: Callable[..., AbstractContextManager[JobService]]
+) -> None:
+    """A real worker of 8 slots crawls a site of 16 quick pages at 4 fetches per second
+    (``JOBS_LINKCHECK_FETCHES_PER_SECOND``): no more than 4 of its fetches start within any one
+    second, and the crawl still ends with every page. A start is the claim's instant (the
+    attempt's ``started_at``); the request reaches the site a few milliseconds later, so the
+    site's own clock may see 5 within a second by that jitter (docs/flow-control.md)."""
+    with (
+        serving(chain_site(16, delay_s=0.0)) as site,
+        worker(concurrency=8, JOBS_LINKCHECK_FETCHES_PER_SECOND="4") as service,
+    ):
+        crawl = service.enqueue("acme", CRAWL, crawl_payload(site.site, site.url("/"))).job
+        done = wait_ended(service, crawl)
+    assert done.status is Status.DONE
+    assert done.report is not None
+    assert done.report["pages"] == 16
+    assert len(site.started) == 16
+    with engine.connect() as conn:
+        starts = conn.execute(
+            sa.text(
+                "SELECT a.started_at FROM job_attempts a JOIN jobs j ON j.id = a.job_id"
+                " WHERE j.parent_id = :crawl ORDER BY a.started_at"
+            ),
+            {"crawl": crawl.id},
+        ).scalars()
+        started = [at.timestamp() for at in starts]
+    assert len(started) == 16
+    assert busiest_second(started) == 4  # held to the rate, and reached it
+
+
+def busiest_second(times: list[float]) -> int:
+    """The most of ``times`` (seconds, in order) within any one second (a sliding window)."""
+    most, first = 0, 0
+    for last, at in enumerate(times):
+        while at - times[first] >= 1.0:
+            first += 1
+        most = max(most, last - first + 1)
+    return most
 
 
 def harness_store(engine: Engine) -> Any:

@@ -201,8 +201,8 @@ def test_cancelling_a_crawl_over_http_stops_it_and_its_row_says_cancelled(
     deployment: tuple[str, str, str],
 ) -> None:
     """``POST /jobs/{crawl_id}/cancel`` on a crawl of 40 slow pages: the job ends cancelled
-    (queued between two steps, or asked to stop in one), the type's ``on_cancel`` hook marks
-    its row, and the fetches it had handed out fetch nothing more."""
+    (waiting for a wave of fetches, or asked to stop while it runs), the type's ``on_cancel``
+    hook marks its row, and the fetches it had handed out fetch nothing more."""
     base, token, _ = deployment
     auth = {"Authorization": f"Bearer {token}"}
     with serving(chain_site(40, delay_s=0.3)) as slow, httpx.Client(base_url=base) as http:

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class WaitingOut(BaseModel):
     """One reason a queued job has not started (docs/flow-control.md): a stable ``code``
-    (scheduled, snoozed, key_busy, type_busy, ahead, no_worker, unknown_type, next) and a
-    sentence."""
+    (awaiting, scheduled, snoozed, type_paused, key_busy, rate_limited, type_busy, ahead,
+    no_worker, unknown_type, next) and a sentence."""
 
     code: str
     message: str
@@ -32,7 +32,8 @@ class AttemptOut(BaseModel):
     """One attempt of a job (jobs_core.history): ``attempt`` numbers every run in the order they
     ended (1 first); ``outcome`` is what became of that run: done, failed, cancelled, retrying
     (failed, the job runs again), snoozed, handed_back (its worker shut down), lost (its worker
-    went silent; the sweep ended it). ``worker`` is ``host:pid``, null when unknown.
+    went silent; the sweep ended it), waiting (its handler waited for its children). ``worker``
+    is ``host:pid``, null when unknown.
     ``traceback``: the handler's frames, when the run raised."""
 
     attempt: int

@@ -6,7 +6,8 @@ Exit codes (also listed by ``jobs --help``):
 - ``1`` the request was refused: unknown job, unknown type, invalid payload, a status that forbids
   the action, a dedup key held by another job;
 - ``2`` the command line is wrong: bad option, bad JSON, bad date, bad job id, bad setting;
-- ``3`` the database cannot be reached (or the embedded server cannot start);
+- ``3`` the database cannot be reached (or the embedded server cannot start), or its schema is
+  missing or older than this version (``jobs migrate``);
 - ``130`` interrupted by Ctrl-C during a one-shot command.
 """
 
@@ -87,6 +88,11 @@ def translate(exc: BaseException, database: str) -> CliError | None:
 
     if isinstance(exc, CliError):
         return exc
+    if _sqlstate(exc) in _NOT_MIGRATED:
+        return DatabaseUnavailable(
+            f"the database ({database}) has no jobs schema, or an older one than this version:"
+            f" run `jobs migrate` ({first_line(str(_driver_error(exc)))})"
+        )
     if isinstance(exc, StoreUnavailable) or _is_database_error(exc):
         cause = _root_cause(exc)
         return DatabaseUnavailable(f"cannot reach the database ({database}): {cause}")
@@ -114,12 +120,27 @@ def payload_problems(errors: Sequence[Mapping[str, Any]]) -> str:
     return "; ".join(parts) or "rejected by the job type's schema"
 
 
-def _root_cause(exc: BaseException) -> str:
-    # SQLAlchemy wraps the driver error; the driver's first line says what is wrong
-    # ("connection refused", "database \"x\" does not exist").
+_NOT_MIGRATED = {"42P01", "42703", "42883"}
+"""SQLSTATEs of a schema this version does not find: an undefined table, column or function."""
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    # SQLAlchemy wraps the driver error in ``orig``.
     inner: BaseException = exc
     while getattr(inner, "orig", None) is not None:
         inner = inner.orig  # type: ignore[attr-defined]
+    return inner
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    state = getattr(_driver_error(exc), "sqlstate", None)
+    return state if isinstance(state, str) else None
+
+
+def _root_cause(exc: BaseException) -> str:
+    # The driver's first line says what is wrong ("connection refused", "database \"x\" does
+    # not exist").
+    inner = _driver_error(exc)
     if inner.__cause__ is not None and str(inner) == "":
         inner = inner.__cause__
     text = first_line(str(inner)) or type(inner).__name__

@@ -43,7 +43,7 @@ environment (prefix JOBS_):
 
 exit codes:
   0 success; 1 refused (unknown job or type, invalid payload, wrong status); 2 bad command line;
-  3 database unreachable; 130 interrupted
+  3 database unreachable or not migrated (`jobs migrate`); 130 interrupted
 """
 
 

@@ -22,7 +22,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from jobs_core import Cancelled, CancelReason, Done, Job, JobContext, Registry, Requeue, Status
+from jobs_core import (
+    Cancelled,
+    CancelReason,
+    Done,
+    Job,
+    JobContext,
+    Registry,
+    Requeue,
+    Status,
+    Wait,
+)
 from jobs_core.protocol import EXIT_RETRYABLE, format_context
 from jobs_core.runner import execute
 
@@ -112,6 +122,9 @@ def main() -> int:
         return 0
     if isinstance(outcome, Cancelled):
         print(json.dumps({"error": "cancelled", **(outcome.report or {})}, default=str))
+        return EXIT_FAILED
+    if isinstance(outcome, Wait):  # it cannot enqueue children here, so never has any to wait for
+        print(json.dumps({"error": "a handler in a child process cannot wait for children"}))
         return EXIT_FAILED
     report = dict(getattr(outcome, "report", None) or {})
     trace = report.pop("traceback", "")

@@ -19,6 +19,7 @@ from jobs_core import (
     PayloadInvalid,
     RetryPolicy,
     flow,
+    rates,
 )
 from jobs_core.protocol import ChildRetryable
 from jobs_core.retry import Backoff, constant, exponential
@@ -140,6 +141,7 @@ class FlowFields:
     concurrency_scope: flow.KeyScope = flow.KeyScope.ORG
     max_running: int | None = None
     max_snoozes: int = 20
+    rate_limit: tuple[int, float] | None = None
 
 
 class Reader:
@@ -316,7 +318,8 @@ def read_flow(path: Path, reader: Reader, params: Sequence[Param]) -> FlowFields
             key_field("dedup_key", name)
     key = reader.text("concurrency_key", default="") or None
     limit = reader.optional_integer("concurrency_limit", minimum=1)
-    if key is not None and limit is None:
+    rate = read_rate_limit(path, reader.data.get("rate_limit"))
+    if key is not None and limit is None and rate is None:
         raise ManifestError(
             path, "concurrency_limit", "required with concurrency_key (running jobs per value)"
         )
@@ -338,7 +341,19 @@ def read_flow(path: Path, reader: Reader, params: Sequence[Param]) -> FlowFields
         concurrency_scope=scope,
         max_running=reader.optional_integer("max_running", minimum=1),
         max_snoozes=reader.integer("max_snoozes", default=20, minimum=0),
+        rate_limit=rate,
     )
+
+
+def read_rate_limit(path: Path, value: Any) -> tuple[int, float] | None:
+    """``rate_limit: [N, per_seconds]`` (decision 0042), checked by the core's rule."""
+    if value is None:
+        return None
+    try:
+        rate = rates.RateLimit.declared(tuple(value) if isinstance(value, list) else value, "")
+    except ValueError as error:
+        raise ManifestError(path, "rate_limit", str(error).removeprefix(": ")) from None
+    return rate.count, rate.per_s
 
 
 def read_dedup_scope(path: Path, value: Any) -> DedupScope:

@@ -63,6 +63,7 @@ _TOP_FIELDS = frozenset(
         "concurrency_scope",
         "max_running",
         "max_snoozes",
+        "rate_limit",
         "retry",
         "env",
         "pass_env",
@@ -117,6 +118,7 @@ class Manifest:
             concurrency_scope=self.flow.concurrency_scope,
             max_running=self.flow.max_running,
             max_snoozes=self.flow.max_snoozes,
+            rate_limit=self.flow.rate_limit,
         )
 
 

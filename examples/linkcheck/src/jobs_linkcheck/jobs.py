@@ -1,17 +1,21 @@
 """The module's two job types, built on the deployment's database.
 
-- ``linkcheck_crawl`` (one per crawl): walks the site in short steps. A step reads back the
-  fetches that ended (``linkcheck_results``), takes their same-site links on, hands new URLs out
-  to fetch jobs, saves the frontier as the job's checkpoint, and snoozes: the crawl never holds
-  a worker slot while it waits for its fetches, and every step starts from the checkpoint, so
-  a step that a ``kill -9`` interrupts is simply run again. **One active crawl per site**: its
-  dedup key is ``linkcheck:{site}`` with ``dedup_scope=active``, so starting a crawl of a site
-  that is being crawled returns that crawl.
+- ``linkcheck_crawl`` (one per crawl): walks the site in waves. A run hands the URLs found so
+  far out to fetch jobs, its **children** (``ctx.enqueue_many``, written with its outcome), saves
+  the frontier as the job's checkpoint, and **waits for them** (``ctx.wait_for_children()``):
+  the crawl holds no worker slot while its fetches run, and runs again once they have all ended,
+  to read back what they found (``linkcheck_results``), take their same-site links on and hand
+  out the next wave — or, nothing left, aggregate the crawl's counts. Every run starts from the
+  checkpoint, so a run that a ``kill -9`` interrupts is simply run again. **One active crawl per
+  site**: its dedup key is ``linkcheck:{site}`` with ``dedup_scope=active``, so starting a crawl
+  of a site that is being crawled returns that crawl.
 - ``linkcheck_fetch`` (one per URL): fetches one page and records its status and links. **At
   most N fetches per site at once** (``JOBS_LINKCHECK_FETCHES_PER_SITE``, default 2): its
   ``concurrency_key`` is the payload's ``site``, global to every org (the limit is politeness
   towards the site, not a tenant's share), so the claim itself never starts more, across every
-  worker process and org (docs/flow-control.md).
+  worker process and org (docs/flow-control.md); and **at most M starts per second per site**
+  (``JOBS_LINKCHECK_FETCHES_PER_SECOND``, default 10), the type's ``rate_limit`` over the same
+  key.
 """
 
 from __future__ import annotations
@@ -23,11 +27,9 @@ from typing import Any
 
 import httpx
 from jobs_core import (
-    Clock,
     DedupScope,
     Job,
     JobContext,
-    JobService,
     JobType,
     KeyScope,
     PayloadInvalid,
@@ -38,9 +40,8 @@ from jobs_core import (
     exponential,
 )
 from jobs_core.modules import ModuleContext
-from jobs_postgres import jobs_in
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Engine
 
 from jobs_linkcheck import records
 from jobs_linkcheck.crawl import Frontier, normalize, site_of
@@ -55,8 +56,6 @@ CRAWL = "linkcheck_crawl"
 FETCH = records.FETCH
 MAX_PAGES = 1000
 """The most pages one crawl checks (1,000 URLs of at most 1 KiB: a checkpoint under 8 MiB)."""
-MAX_STEPS = 20_000
-"""A crawl's ``max_snoozes``: enough for ``MAX_PAGES`` pages of slow fetches."""
 
 _RETRY_ON_OUTAGE = RetryPolicy(retry_on=(StoreUnavailable,), backoff=exponential(2.0, 2.0, 60.0))
 
@@ -66,20 +65,19 @@ class Settings:
     """The module's settings, read from the deployment's ``JOBS_LINKCHECK_*`` variables."""
 
     fetches_per_site: int = 2
+    fetches_per_second: int = 10
     allow_private: bool = False
     fetch_timeout_s: float = 10.0
-    step_s: float = 0.5
-    """How long a crawl waits between two steps (a snooze: it holds no worker slot meanwhile)."""
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str]) -> Settings:
-        """``JOBS_LINKCHECK_FETCHES_PER_SITE``, ``_ALLOW_PRIVATE`` (``1``), ``_FETCH_TIMEOUT_S``,
-        ``_STEP_S``."""
+        """``JOBS_LINKCHECK_FETCHES_PER_SITE``, ``_FETCHES_PER_SECOND``, ``_ALLOW_PRIVATE``
+        (``1``), ``_FETCH_TIMEOUT_S``."""
         return cls(
             fetches_per_site=int(settings.get("JOBS_LINKCHECK_FETCHES_PER_SITE", "2")),
+            fetches_per_second=int(settings.get("JOBS_LINKCHECK_FETCHES_PER_SECOND", "10")),
             allow_private=settings.get("JOBS_LINKCHECK_ALLOW_PRIVATE", "0") == "1",
             fetch_timeout_s=float(settings.get("JOBS_LINKCHECK_FETCH_TIMEOUT_S", "10")),
-            step_s=float(settings.get("JOBS_LINKCHECK_STEP_S", "0.5")),
         )
 
 
@@ -143,13 +141,13 @@ def build_registry(ctx: ModuleContext) -> Registry:
     """The module's job types on ``ctx.engine`` (the deployment's database)."""
     if ctx.engine is None:
         raise RuntimeError("the linkcheck module needs a database (JOBS_STORE=memory has none)")
-    return build(ctx.engine, Settings.from_settings(ctx.settings), ctx.clock)
+    return build(ctx.engine, Settings.from_settings(ctx.settings))
 
 
-def build(engine: Engine, settings: Settings, clock: Clock) -> Registry:
+def build(engine: Engine, settings: Settings) -> Registry:
     """The registry of ``linkcheck_crawl`` and ``linkcheck_fetch`` on ``engine``."""
     registry = Registry("linkcheck")
-    handlers = Handlers(engine, settings, registry, clock)
+    handlers = Handlers(engine, settings)
     registry.register(
         JobType(
             name=CRAWL,
@@ -157,7 +155,6 @@ def build(engine: Engine, settings: Settings, clock: Clock) -> Registry:
             payload_schema=ModelSchema(CrawlPayload),
             dedup_key="linkcheck:{site}",
             dedup_scope=DedupScope.ACTIVE,
-            max_snoozes=MAX_STEPS,
             max_attempts=5,
             timeout_s=300,
             retry=_RETRY_ON_OUTAGE,
@@ -175,6 +172,9 @@ def build(engine: Engine, settings: Settings, clock: Clock) -> Registry:
             # Politeness towards the site is not any one tenant's: every org's fetches of a
             # site share its limit.
             concurrency_scope=KeyScope.GLOBAL,
+            # And at most N starts per second per site, over the same key and scope: the claim
+            # holds the next fetch of a site until its window has room (decision 0042).
+            rate_limit=(settings.fetches_per_second, 1.0),
             max_attempts=3,
             timeout_s=max(60.0, 3 * settings.fetch_timeout_s),
             retry=_RETRY_ON_OUTAGE,
@@ -186,53 +186,67 @@ def build(engine: Engine, settings: Settings, clock: Clock) -> Registry:
 
 
 class Handlers:
-    """The handlers and hooks of the two types, sharing the engine, the settings and the
-    registry (a crawl enqueues its fetch jobs through it)."""
+    """The handlers and hooks of the two types, sharing the engine and the settings (a crawl
+    enqueues its fetch jobs as its children: ``ctx.enqueue_many``)."""
 
-    def __init__(
-        self, engine: Engine, settings: Settings, registry: Registry, clock: Clock
-    ) -> None:
+    def __init__(self, engine: Engine, settings: Settings) -> None:
         self.engine = engine
         self.settings = settings
-        self.registry = registry
-        self.clock = clock
 
     def crawl(self, ctx: JobContext) -> dict[str, Any]:
-        """One step of the crawl: read back the fetches that ended, take their links on, hand
-        new URLs out, save the frontier; then come back later (a snooze), or finish."""
+        """One wave of the crawl: read back the wave that ended (run again once its fetches
+        have all ended), take their links on, hand the next wave out to fetch jobs (children)
+        and wait for them; or, nothing left, finish with the crawl's counts."""
         crawl_id, org_id = ctx.job.id, ctx.job.org_id
-        frontier = saved_frontier(ctx)
-        if frontier is None:  # the first step
-            frontier = Frontier.start(ctx.payload["start_url"], ctx.payload["max_pages"])
+        saved = saved_frontier(ctx)
+        awaited = len(ctx.awaited().jobs)  # the fetches of every wave written so far
+        if saved is None:  # the first run
+            frontier, before = Frontier.start(ctx.payload["start_url"], ctx.payload["max_pages"]), 0
             with records.connected(self.engine) as conn:
                 records.insert_crawl(conn, crawl_id, org_id, **ctx.payload)
                 records.mark_running(conn, crawl_id)
-        with records.connected(self.engine) as conn:
-            came_back = records.fetched(conn, crawl_id, frontier.pending)
-        for url, links in came_back:
-            frontier.settle(url, links)
-        batch = frontier.hand_out(2 * self.settings.fetches_per_site - len(frontier.pending))
-        if batch:
-            with records.connected(self.engine) as conn:  # rows and jobs commit together
-                records.hand_out(
-                    conn, self.jobs(conn), org_id, crawl_id, site=frontier.site, urls=batch
-                )
-        # Not saved (the database was unreachable)? The next step replays this one from the
-        # previous checkpoint: it hands out nothing twice (see records.hand_out).
-        save_frontier(ctx, frontier)
-        if not frontier.finished:
-            # A cancel requested during this step outlives the snooze: the core cancels the
-            # re-queued job at once (docs/contract.md, "Cancel"), and on_cancel marks the crawl.
+        else:
+            frontier, before = saved
+        if frontier.pending and awaited == before:
+            # The wave was handed out, but its run did not end with it written (a crash, a
+            # shutdown): hand the same URLs out again.
+            wave = list(frontier.pending)
+        else:
+            if frontier.pending:  # run again: every fetch of the last wave has ended
+                self.settle(crawl_id, frontier)
+            wave = frontier.hand_out(len(frontier.frontier))
+        if wave:
+            with records.connected(self.engine) as conn:
+                records.hand_out(conn, crawl_id, wave)
+            if not save_frontier(ctx, frontier, awaited):
+                ctx.raise_if_cancelled()  # the attempt lost its job
+                raise StoreUnavailable("the crawl's checkpoint could not be saved")
+            # A cancel requested during this run outlives the wait: the core cancels the
+            # waiting job at once (docs/contract.md, "Cancel"), and on_cancel marks the crawl.
             ctx.raise_if_cancelled()
-            ctx.snooze(self.settings.step_s, f"{len(frontier.pending)} fetches out")
+            site = frontier.site
+            ctx.enqueue_many(
+                FETCH, [{"crawl_id": str(crawl_id), "site": site, "url": url} for url in wave]
+            )
+            ctx.wait_for_children(report={"wave": len(wave), "done": len(frontier.done)})
+        save_frontier(ctx, frontier, awaited)  # the final progress (the crawl ends either way)
         with records.connected(self.engine) as conn:
             records.finish(conn, crawl_id, "done")
             broken = records.list_results(conn, crawl_id, broken_only=True)
         return {"pages": len(frontier.done), "broken": len(broken), "dropped": frontier.dropped}
 
-    def jobs(self, conn: Connection) -> JobService:
-        """The job use cases inside ``conn``'s transaction (transactional enqueue)."""
-        return jobs_in(conn, self.registry, self.clock)
+    def settle(self, crawl_id: uuid.UUID, frontier: Frontier) -> None:
+        """Take the results of the wave that ended on: each fetch recorded what it found; one
+        that failed for good or was cancelled is recorded as broken by its hook, or here if the
+        crawl runs first (the first record wins)."""
+        with records.connected(self.engine) as conn:
+            came_back = dict(records.fetched(conn, crawl_id, frontier.pending))
+            for url in frontier.pending:
+                if url not in came_back:
+                    lost = PageResult(url, None, error="fetch job failed or was cancelled")
+                    records.record(conn, crawl_id, lost)
+        for url in list(frontier.pending):
+            frontier.settle(url, came_back.get(url, ()))
 
     def crawl_ended(self, job: Job) -> None:
         """The crawl's job ended failed or cancelled: so does its row."""

@@ -15,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from jobs_core import JobService
 from jobs_postgres.errors import unavailable_as_store_error
 from sqlalchemy import Connection, Engine
 from sqlalchemy.dialects.postgresql import insert
@@ -150,35 +149,16 @@ def list_crawls(conn: Connection, org_id: str, site: str, limit: int = 50) -> li
 # -- results -----------------------------------------------------------------------------------
 
 
-def hand_out(
-    conn: Connection,
-    jobs: JobService,
-    org_id: str,
-    crawl_id: uuid.UUID,
-    *,
-    site: str,
-    urls: Sequence[str],
-) -> list[str]:
-    """In the caller's transaction (``jobs`` is bound to it: ``jobs_postgres.jobs_in``): a
-    result row and a fetch job for each URL that has no row yet; the URLs that got one.
-
-    A URL handed out before (a step that crashed after this commit and before it saved its
-    frontier) gets neither: its fetch job exists or ran, so no URL is ever fetched twice for
-    that reason."""
+def hand_out(conn: Connection, crawl_id: uuid.UUID, urls: Sequence[str]) -> None:
+    """A result row for each URL of a wave that has none yet (a wave handed out again after a
+    crash finds its rows there); each fetch fills its URL's row (:func:`record`)."""
     if not urls:
-        return []
-    fresh = list(
-        conn.scalars(
-            insert(results)
-            .values([{"crawl_id": crawl_id, "url": url} for url in urls])
-            .on_conflict_do_nothing(index_elements=["crawl_id", "url"])
-            .returning(results.c.url)
-        )
+        return
+    conn.execute(
+        insert(results)
+        .values([{"crawl_id": crawl_id, "url": url} for url in urls])
+        .on_conflict_do_nothing(index_elements=["crawl_id", "url"])
     )
-    jobs.enqueue_many(
-        org_id, FETCH, [{"crawl_id": str(crawl_id), "site": site, "url": url} for url in fresh]
-    )
-    return fresh
 
 
 def fetched(

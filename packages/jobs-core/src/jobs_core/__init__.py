@@ -20,6 +20,7 @@ from jobs_core.domain import (
     Outcome,
     Requeue,
     Status,
+    Wait,
 )
 from jobs_core.errors import (
     DedupConflict,
@@ -36,6 +37,7 @@ from jobs_core.errors import (
     StoreRefused,
     StoreUnavailable,
     UnknownJobType,
+    WaitForChildren,
 )
 from jobs_core.flow import FlowLimit, KeyScope
 from jobs_core.memory import InMemoryJobStore, InMemoryWakeup
@@ -97,6 +99,8 @@ __all__ = [
     "SweepReport",
     "SystemClock",
     "UnknownJobType",
+    "Wait",
+    "WaitForChildren",
     "WaitRule",
     "Wakeup",
     "constant",

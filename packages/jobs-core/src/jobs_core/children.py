@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ class Children:
         self._enqueuer = enqueuer
         self._admit = admit
         self._held: list[NewJob] = []
+        self._enqueued: dict[uuid.UUID, None] = {}
         self._lock = threading.Lock()
 
     @property
@@ -59,6 +61,13 @@ class Children:
         """The deferred children, in the order they were enqueued."""
         with self._lock:
             return tuple(self._held)
+
+    @property
+    def enqueued(self) -> tuple[uuid.UUID, ...]:
+        """The ids of the children enqueued at once (``immediately=True``; the holder of a held
+        dedup key among them), in order, each once."""
+        with self._lock:
+            return tuple(self._enqueued)
 
     def _registered(self) -> Registry:
         if self._registry is None:
@@ -116,7 +125,10 @@ class Children:
         if immediately:
             if self._enqueuer is None:
                 raise RuntimeError("this context cannot enqueue children at once (no enqueuer)")
-            return self._enqueuer(specs)
+            written = self._enqueuer(specs)
+            with self._lock:
+                self._enqueued.update(dict.fromkeys(job.id for job in written))
+            return written
         with self._lock:
             if len(self._held) + len(specs) > CHILDREN_MAX:
                 raise ValueError(
@@ -127,13 +139,17 @@ class Children:
         return []
 
 
+_WITH_CHILDREN = (Status.DONE, Status.WAITING)
+
+
 def children_due(change: Patch, written: Job | None) -> tuple[NewJob, ...]:
     """The children a store inserts with ``change`` (decision 0038): those of a patch that
-    applied (``written``, the job as it wrote it, is not None) and ended the job ``done``. An
+    applied (``written``, the job as it wrote it, is not None) and ended the job ``done``, or
+    left it ``waiting`` for them (decision 0043). An
     attempt that failed, was re-queued, or no longer held its job leaves none behind, and a
     re-run after a lost write enqueues them once (the write and the children commit together).
     Each child is of the parent's org and names it as its parent."""
-    if not change.children or written is None or written.status is not Status.DONE:
+    if not change.children or written is None or written.status not in _WITH_CHILDREN:
         return ()
     return tuple(
         dataclasses.replace(child, org_id=written.org_id, parent_id=written.id)

@@ -6,6 +6,9 @@ A claim takes up to ``limit`` due jobs. What it selects is composed from indepen
 - the **concurrency limits** of those types (:class:`~jobs_core.flow.FlowLimit`): a job whose
   key or type is full is passed over, and the candidates are admitted in order while they fit
   (:func:`~jobs_core.flow.admit`);
+- the **rate limits** of those types (``FlowLimit.rate``, :mod:`jobs_core.rates`): a job whose
+  key has had N starts in the window ending at ``now`` is passed over like a full key, and the
+  admission counts the starts as it counts running jobs;
 - **fairness** between orgs (a :class:`~jobs_core.flow.FairTurn`): each org's head before the
   rest of its priority, orgs in turn (:func:`~jobs_core.flow.fair_order`).
 
@@ -17,9 +20,12 @@ it; the PostgreSQL store turns the same plan into SQL (``jobs_postgres.claims``)
 1. the due jobs of the plan's types (``status = queued``, ``run_at <= now``), none of a paused
    type (:mod:`jobs_core.pauses`: the store's pauses, read by the claim itself);
 2. in claim order, or in fair order with a turn (an org's head: its first due job);
-3. under limits, without those whose key or type is already full (the running jobs counted);
+3. under limits, without those whose key or type is already full (the running jobs counted,
+   and the recorded starts of the rate-limited keys in their windows);
 4. the first ``limit`` of them are the candidates;
-5. under limits, the candidates admitted in that order while they fit; else all of them.
+5. under limits, the candidates admitted in that order while they fit; else all of them. The
+   store records the starts of the rate-limited keys it admitted (:func:`flow.record`,
+   :func:`jobs_core.rates.recorded`) in the same write as the claim.
 
 ``limit`` is how many jobs one statement claims: a worker asks for its free slots and, for
 fast handlers, a few more it holds ready (prefetch); the plan does not care which.
@@ -33,7 +39,7 @@ from datetime import datetime
 
 from jobs_core import domain
 from jobs_core.domain import Job, Status
-from jobs_core.flow import ClaimLimits, FairTurn, admit, fair_order, full
+from jobs_core.flow import ClaimLimits, FairTurn, RecentStarts, admit, fair_order, full
 
 FAIR_CLAIM_DEFAULT = True
 """Whether a claimer claims in fair order between orgs when nobody says (``JobService`` and the
@@ -86,8 +92,16 @@ class ClaimPlan:
 
     @property
     def limited(self) -> bool:
-        """Admitted under concurrency limits."""
+        """Admitted under limits (concurrency limits, rate limits or both)."""
         return bool(self.limits)
+
+    @property
+    def rated(self) -> bool:
+        """Some type of the plan has a rate limit: the claim reads and writes recorded starts
+        (a plan without one never touches them)."""
+        return bool(self.limits) and any(
+            limit.rate is not None for limit in (self.limits or {}).values()
+        )
 
 
 def choose(
@@ -95,10 +109,11 @@ def choose(
     queued: Iterable[Job],
     running: Iterable[Job],
     paused: Collection[str] = (),
+    starts: RecentStarts | None = None,
 ) -> list[Job]:
     """The jobs ``plan`` claims, in claim order of the plan, among ``queued`` (the queued jobs
-    it may see) with ``running`` running and the types ``paused``: the rule of every store
-    (steps 1-5 above)."""
+    it may see) with ``running`` running, the types ``paused`` and the ``starts`` recorded for
+    the rate-limited keys: the rule of every store (steps 1-5 above)."""
     if plan.empty:
         return []
     wanted = None if plan.types is None else frozenset(plan.types)
@@ -115,9 +130,9 @@ def choose(
         due = fair_order(due, plan.turn)
     busy = list(running) if plan.limits else []
     if plan.limits:
-        closed = full(busy, plan.limits)
+        closed = full(busy, plan.limits, starts=starts, now=plan.now)
         due = [job for job in due if not closed(job)]
     candidates = due[: plan.limit]
     if plan.limits:
-        return admit(candidates, busy, plan.limits, plan.limit)
+        return admit(candidates, busy, plan.limits, plan.limit, starts=starts, now=plan.now)
     return candidates

@@ -8,12 +8,13 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from jobs_core.children import ChildAdmission, ChildEnqueuer, Children
 from jobs_core.domain import CancelReason, Job, NewJob
-from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze
+from jobs_core.errors import DocumentTooLarge, JobCancelled, Snooze, WaitForChildren
 from jobs_core.limits import CHECKPOINT_MAX_BYTES, DOCUMENT_MAX_BYTES, describe_size, oversize
+from jobs_core.parents import NothingToWaitFor
 
 ProgressSink = Callable[[Mapping[str, Any]], bool | None]
 """Writes a progress document for the running attempt: True when it was saved, False when the
@@ -46,7 +47,8 @@ class JobContext:
     Cancellation is cooperative: the worker sets it, the handler checks ``cancelled`` or calls
     ``raise_if_cancelled()`` between steps; ``cancel_reason`` says why. ``job`` is the job as
     this attempt claimed it (its id, org, attempts, ...); ``enqueue`` and ``enqueue_many`` make
-    its children (:mod:`jobs_core.children`); ``awaited()`` reads the jobs it waited for.
+    its children (:mod:`jobs_core.children`), ``wait_for_children()`` ends the attempt until
+    they have ended (:mod:`jobs_core.parents`); ``awaited()`` reads the jobs it waited for.
     """
 
     def __init__(
@@ -109,8 +111,9 @@ class JobContext:
 
     def awaited(self) -> AwaitedSummary:
         """The jobs this job waited for before it ran (its ``depends_on``; a batch's callback:
-        the batch's members) and how each ended, read now: ``.jobs`` (id, type, status, in the
-        order given) and ``.counts`` (jobs per status). Empty for a job that waited for none."""
+        the batch's members; a parent: the children it waited for) and how each ended, read
+        now: ``.jobs`` (id, type, status, in the order given) and ``.counts`` (jobs per
+        status). Empty for a job that waited for none."""
         if self._awaited is None:
             raise RuntimeError("this context has no store to read the awaited jobs from")
         return self._awaited(self.job.org_id, self.job.id)
@@ -175,6 +178,28 @@ class JobContext:
     def children(self) -> tuple[NewJob, ...]:
         """The children held for this attempt's outcome (not those enqueued immediately)."""
         return () if self._kids is None else self._kids.held
+
+    @property
+    def enqueued_children(self) -> tuple[uuid.UUID, ...]:
+        """The ids of the children this attempt enqueued at once (``immediately=True``)."""
+        return () if self._kids is None else self._kids.enqueued
+
+    def wait_for_children(self, report: Mapping[str, Any] | None = None) -> NoReturn:
+        """End this attempt waiting for the children it enqueued, without holding a slot
+        (decision 0043): the job goes ``waiting`` (its children written with this outcome),
+        and once they have all ended, whatever their ends, it runs again — its next run reads
+        them and how they ended with :meth:`awaited` (so may a later wait's). The attempt is
+        handed back, as a snooze's: it spends none of ``max_attempts``. ``report`` (optional)
+        is shown while it waits.
+
+        Raises :class:`~jobs_core.errors.WaitForChildren` (let it propagate: ``raise`` and
+        ``return`` read alike), or :class:`~jobs_core.parents.NothingToWaitFor` when this
+        attempt enqueued no child."""
+        if not self.children and not self.enqueued_children:
+            raise NothingToWaitFor(
+                "wait_for_children(): this attempt enqueued no child to wait for"
+            )
+        raise WaitForChildren(report)
 
     def _made_children(self) -> Children:
         with self._lock:

@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from jobs_core import parents
 from jobs_core.errors import InvalidTransition
 from jobs_core.outcomes import Cancelled as Cancelled
 from jobs_core.outcomes import Done as Done
 from jobs_core.outcomes import Failed as Failed
 from jobs_core.outcomes import Outcome as Outcome
 from jobs_core.outcomes import Requeue as Requeue
+from jobs_core.outcomes import Wait as Wait
 from jobs_core.outcomes import heartbeat_progress as heartbeat_progress
 from jobs_core.outcomes import parse_heartbeat as parse_heartbeat
 from jobs_core.states import ACTIVE as ACTIVE
@@ -166,10 +168,8 @@ def new_job(spec: NewJob, job_id: uuid.UUID, now: datetime) -> Job:
 
 
 def new_jobs(specs: Iterable[NewJob], ids: Iterable[uuid.UUID], now: datetime) -> list[Job]:
-    """:func:`new_job` of each spec with the id at the same position (as many of each).
-
-    The same rows, built positionally: a bulk enqueue makes one per job, where the keyword
-    arguments showed in the profiles."""
+    """:func:`new_job` of each spec with the id at the same position, built positionally (a
+    bulk enqueue makes one per job, where the keyword arguments showed in the profiles)."""
     queued = Status.QUEUED
     return [
         Job(
@@ -243,9 +243,8 @@ class Patch:
     a store assigns each column as given to the row held by ``ref`` (its id, its lease, still
     ``running``) and clears the lease. Under a held lease the row changes only in its progress,
     its heartbeat and its cancellation request, so every other column the held job shows is
-    the row's. The cancellation request is the one column a patch never writes: a request
-    made during the attempt outlives it, so a job it re-queues is then cancelled
-    (:func:`cancel_now`), never run again as if nobody had asked.
+    the row's. A patch never writes the cancellation request: made during the attempt, it
+    outlives it, so a job re-queued is then cancelled (:func:`cancel_now`), never run again.
 
     ``seen_at``: the sweep's fence. Set, the patch applies only if the row's ``heartbeat_at`` is
     still that instant: an attempt that showed life since the sweep read it is left alone.
@@ -275,6 +274,7 @@ class Patch:
     """The jobs the handler enqueued with ``ctx.enqueue`` (:attr:`Done.children`): inserted by
     the store in the same write as the patch, only if the patch applies
     (:func:`jobs_core.children.children_due`)."""
+    awaits: tuple[uuid.UUID, ...] = ()  # a Wait's children enqueued at once (decision 0043)
 
 
 def patch(
@@ -290,7 +290,7 @@ def patch(
     Terminal outcomes release the dedup key. A requeue keeps whatever key the job still holds:
     for ``queue`` scope it was released at claim and a newer job may hold it now, so the job
     stays keyless; for ``active`` scope it was never released. A requeue without a report keeps
-    the job's; a refunded attempt (a worker's hand-back) or a snooze does not count.
+    the job's; a refunded attempt (a hand-back), a snooze or a :class:`Wait` does not count.
     """
     job = ref.job
     if isinstance(outcome, Requeue):
@@ -309,6 +309,8 @@ def patch(
             ended_at=now,
             worker=worker,
         )
+    if isinstance(outcome, Wait):
+        return parents.wait_patch(ref, outcome, now, worker)
     if isinstance(outcome, Done):
         status, error = Status.DONE, None
     elif isinstance(outcome, Cancelled):
@@ -334,11 +336,10 @@ def patch(
 
 
 def cancel_now(job: Job | None) -> bool:
-    """Whether ``job``, as a write just left it, must be cancelled at once: re-queued (a
-    retry, a snooze, a hand-back) while a request to cancel it, made during its attempt, was
-    pending. The request outlives the attempt (a :class:`Patch` never clears it); cancelling
-    the queued job then is :func:`cancel` of a queued job (docs/contract.md §6)."""
-    return job is not None and job.status is Status.QUEUED and job.cancel_requested_at is not None
+    """Whether ``job``, as a write of a patch just left it (never running: re-queued by a retry, a
+    snooze, a hand-back, or waiting for its children), must be cancelled at once (:func:`cancel`):
+    a request made during its attempt outlives it, a patch never clears it (contract.md §6)."""
+    return job is not None and job.status in ACTIVE and job.cancel_requested_at is not None
 
 
 def end_hook_due(status: Status, now: datetime, *, by_worker: bool) -> datetime | None:

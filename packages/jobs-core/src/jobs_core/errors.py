@@ -121,6 +121,16 @@ class Snooze(JobsError):
         self.reason = reason
 
 
+class WaitForChildren(JobsError):
+    """Raised by ``ctx.wait_for_children()``: end this attempt ``waiting`` for the children it
+    enqueued, without a slot, and run again once they have all ended (decision 0043). The
+    attempt is handed back, as a snooze's: it spends no attempt."""
+
+    def __init__(self, report: Mapping[str, Any] | None = None) -> None:
+        super().__init__("waiting for its children")
+        self.report = report
+
+
 OUTAGE_ERRORS: tuple[type[BaseException], ...] = (StoreUnavailable, ConnectionError, TimeoutError)
 """Errors that mean "the store is not reachable right now": retry later, the data is fine. An
 adapter raises :class:`StoreUnavailable` for its driver's connection failures (docs/worker.md,

@@ -34,6 +34,7 @@ class EventKind(enum.StrEnum):
     REQUEUED = "requeued"
     DELETED = "deleted"
     UPDATED = "updated"
+    WAITING = "waiting"
 
 
 def _progress_without_beat(progress: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -56,6 +57,8 @@ def change_kind(old: Job | None, new: Job | None) -> EventKind | None:
         return EventKind(new.status.value)
     if new.status is Status.QUEUED and old.status is not Status.QUEUED:
         return EventKind.REQUEUED
+    if new.status is Status.WAITING and old.status is Status.RUNNING:
+        return EventKind.WAITING  # its handler waits for its children (decision 0043)
     if (
         new.status is Status.RUNNING
         and old.cancel_requested_at is None

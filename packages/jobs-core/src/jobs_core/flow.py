@@ -6,6 +6,8 @@ A job type may declare
   same value of that payload field (one crawl per site, two calls per upstream account), counted
   per org unless the type declares the key global (``concurrency_scope``, :func:`scoped_key`);
 - ``max_running``: never more than N running jobs of the type at all;
+- ``rate_limit=(N, P)``: never more than N starts per key in any window of P seconds
+  (:mod:`jobs_core.rates`), over the same key as the concurrency limit;
 - ``dedup_key``: a template of its payload (``"crawl:{site_id}"``) the job's dedup key is derived
   from on every enqueue path, so a caller cannot bypass it;
 - ``max_snoozes``: how often a handler may ask to run again later without spending an attempt.
@@ -21,23 +23,29 @@ import string
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from jobs_core import rates
 from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN, Job
 from jobs_core.errors import PayloadInvalid
+from jobs_core.rates import RateLimit, Starts
 
 
 @dataclass(frozen=True, slots=True)
 class FlowLimit:
-    """The concurrency limits of one job type, as the claim applies them.
+    """The flow limits of one job type, as the claim applies them.
 
     ``key_limit``: running jobs per value of the job's ``concurrency_key`` (None: no limit; a
     job without a key value is not limited per key). ``type_limit``: running jobs of the type.
+    ``rate``: starts per key in any window (:mod:`jobs_core.rates`; None: no rate limit; a job
+    without a key is not rate limited).
     """
 
     key_limit: int | None = None
     type_limit: int | None = None
+    rate: RateLimit | None = None
 
 
 class KeyScope(StrEnum):
@@ -63,14 +71,43 @@ def scoped_key(org_id: str, value: str, scope: KeyScope) -> str:
     return json.dumps([org_id, value], ensure_ascii=False, separators=(",", ":"))
 
 
+def flow_key(org_id: str, value: str | None, scope: KeyScope) -> str:
+    """The key of a job's flow limits: :func:`scoped_key` of its payload's key ``value``; for a
+    type that limits its rate without naming a key field (``value`` None), one key per org
+    (``["org-a"]``), or ``""`` for the whole type if its scope is global (a payload's key value
+    is never empty, so neither form is ever a payload key's)."""
+    if value is not None:
+        return scoped_key(org_id, value, scope)
+    if scope is KeyScope.GLOBAL:
+        return ""
+    return json.dumps([org_id], ensure_ascii=False, separators=(",", ":"))
+
+
 ClaimLimits = Mapping[str, FlowLimit]
 """The limits of the types a claim may take, by type name (types absent: no limit)."""
 
+RecentStarts = Mapping[tuple[str, str], Starts]
+"""The recorded starts of the rate-limited keys, by (type, key) (:mod:`jobs_core.rates`)."""
+
+
+@dataclass(slots=True)
+class _Counts:
+    """What a claim counts while it admits: running jobs per (type, key) and per type, and the
+    starts in the rate window per (type, key) (the recorded ones, then those it admits)."""
+
+    by_key: Counter[tuple[str, str]]
+    by_type: Counter[str]
+    started: Counter[tuple[str, str]]
+
 
 def _counted(
-    running: Iterable[Job], limits: ClaimLimits
-) -> tuple[Counter[tuple[str, str]], Counter[str]]:
-    """The running jobs of the limited types, by (type, key) and by type."""
+    running: Iterable[Job],
+    limits: ClaimLimits,
+    starts: RecentStarts | None = None,
+    now: datetime | None = None,
+) -> _Counts:
+    """The running jobs of the limited types, by (type, key) and by type; the starts of their
+    rate-limited keys in the window ending at ``now``."""
     by_key: Counter[tuple[str, str]] = Counter()
     by_type: Counter[str] = Counter()
     for job in running:
@@ -78,32 +115,41 @@ def _counted(
             by_type[job.type] += 1
             if job.concurrency_key is not None:
                 by_key[job.type, job.concurrency_key] += 1
-    return by_key, by_type
+    started: Counter[tuple[str, str]] = Counter()
+    if starts and now is not None:
+        for (type_name, key), times in starts.items():
+            rate = limits[type_name].rate if type_name in limits else None
+            if rate is not None:
+                started[type_name, key] = rates.in_window(times, rate, now)
+    return _Counts(by_key, by_type, started)
 
 
-def _fits(
-    job: Job,
-    limits: ClaimLimits,
-    by_key: Counter[tuple[str, str]],
-    by_type: Counter[str],
-) -> bool:
+def _fits(job: Job, limits: ClaimLimits, counts: _Counts) -> bool:
     limit = limits.get(job.type)
     if limit is None:
         return True
-    if limit.type_limit is not None and by_type[job.type] >= limit.type_limit:
+    if limit.type_limit is not None and counts.by_type[job.type] >= limit.type_limit:
         return False
-    return (
-        limit.key_limit is None
-        or job.concurrency_key is None
-        or by_key[job.type, job.concurrency_key] < limit.key_limit
-    )
+    key = job.concurrency_key
+    if key is None:
+        return True
+    if limit.rate is not None and counts.started[job.type, key] >= limit.rate.count:
+        return False
+    return limit.key_limit is None or counts.by_key[job.type, key] < limit.key_limit
 
 
-def full(running: Iterable[Job], limits: ClaimLimits) -> Callable[[Job], bool]:
-    """Whether a job's key or type is already full with ``running`` running: a claim passes
+def full(
+    running: Iterable[Job],
+    limits: ClaimLimits,
+    *,
+    starts: RecentStarts | None = None,
+    now: datetime | None = None,
+) -> Callable[[Job], bool]:
+    """Whether a job's key or type is already full with ``running`` running (or its key has
+    used its rate in the window ending at ``now``, with ``starts`` recorded): a claim passes
     over such a job before it picks its candidates (``jobs_core.claims``)."""
-    by_key, by_type = _counted(running, limits)
-    return lambda job: not _fits(job, limits, by_key, by_type)
+    counts = _counted(running, limits, starts, now)
+    return lambda job: not _fits(job, limits, counts)
 
 
 def admit(
@@ -111,26 +157,56 @@ def admit(
     running: Iterable[Job],
     limits: ClaimLimits,
     count: int,
+    *,
+    starts: RecentStarts | None = None,
+    now: datetime | None = None,
 ) -> list[Job]:
     """The first ``count`` of ``candidates`` (in the claim's order) that fit the limits.
 
-    ``running`` are the jobs running now. A candidate is admitted if, counting the running jobs
-    and the candidates admitted before it, its key and its type stay within their limits; a
-    candidate that does not fit is passed over and never holds back the ones behind it.
+    ``running`` are the jobs running now, ``starts`` the recorded starts of the rate-limited
+    keys (the window ends at ``now``, the claim's time). A candidate is admitted if, counting
+    the running jobs, the starts in the window and the candidates admitted before it, its key
+    and its type stay within their limits and its key within its rate; a candidate that does
+    not fit is passed over and never holds back the ones behind it.
     """
-    by_key, by_type = _counted(running, limits)
+    counts = _counted(running, limits, starts, now)
     admitted: list[Job] = []
     for job in candidates:
         if len(admitted) >= count:
             break
-        if not _fits(job, limits, by_key, by_type):
+        if not _fits(job, limits, counts):
             continue
         if job.type in limits:
-            by_type[job.type] += 1
+            counts.by_type[job.type] += 1
             if job.concurrency_key is not None:
-                by_key[job.type, job.concurrency_key] += 1
+                counts.by_key[job.type, job.concurrency_key] += 1
+                counts.started[job.type, job.concurrency_key] += 1
         admitted.append(job)
     return admitted
+
+
+def record(
+    starts: RecentStarts, claimed: Iterable[Job], limits: ClaimLimits, now: datetime
+) -> dict[tuple[str, str], Starts]:
+    """The recorded starts of the rate-limited keys of ``claimed`` once they started at ``now``
+    (:func:`jobs_core.rates.recorded`): what a store writes with the claim that started them."""
+    counted: Counter[tuple[str, str]] = Counter()
+    for job in claimed:
+        limit = limits.get(job.type)
+        if limit is not None and limit.rate is not None and job.concurrency_key is not None:
+            counted[job.type, job.concurrency_key] += 1
+    return {
+        (type_name, key): rates.recorded(
+            starts.get((type_name, key), ()), _rate_of(limits, type_name), now, count
+        )
+        for (type_name, key), count in counted.items()
+    }
+
+
+def _rate_of(limits: ClaimLimits, type_name: str) -> RateLimit:
+    rate = limits[type_name].rate
+    assert rate is not None
+    return rate
 
 
 # ---- keys derived from the payload ----------------------------------------------------------

@@ -14,7 +14,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from jobs_core.states import Status
 
@@ -26,7 +26,8 @@ class AttemptOutcome(enum.StrEnum):
     """What became of one attempt (not of the job: a retried attempt leaves the job queued).
 
     ``retrying``: it failed and the job will run again (its error is kept); ``snoozed``: the
-    handler asked to run later; ``handed_back``: its worker shut down and gave the job back
+    handler asked to run later; ``waiting``: the handler waits for its children (it runs again
+    once they have ended); ``handed_back``: its worker shut down and gave the job back
     without counting the attempt; ``lost``: its worker went silent and the sweep ended it.
     """
 
@@ -37,6 +38,7 @@ class AttemptOutcome(enum.StrEnum):
     SNOOZED = "snoozed"
     HANDED_BACK = "handed_back"
     LOST = "lost"
+    WAITING = "waiting"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,36 @@ def outcome_of(change: Patch) -> AttemptOutcome:
         if change.attempts < held.attempts:
             return AttemptOutcome.HANDED_BACK
         return AttemptOutcome.RETRYING
-    return AttemptOutcome(change.status.value)
+    return _ENDED_AS[change.status]
+
+
+_ENDED_AS = {
+    Status.DONE: AttemptOutcome.DONE,
+    Status.FAILED: AttemptOutcome.FAILED,
+    Status.CANCELLED: AttemptOutcome.CANCELLED,
+    Status.WAITING: AttemptOutcome.WAITING,  # its handler waits for its children (0043)
+}
+"""The outcome of an attempt that ended its job, or left it waiting for its children (a dict:
+an enum's lookup by value cost a microsecond per finished job)."""
+
+
+class Ended(NamedTuple):
+    """An attempt that ended, as an observer counts it (:mod:`jobs_core.observe`): its job's
+    type, what became of it and how long it ran. Only what the metrics read: a full
+    :class:`AttemptRecord` per job cost the drain twice what the observer does with it."""
+
+    type: str
+    outcome: AttemptOutcome
+    duration_s: float
+
+
+def ended_of(change: Patch, job_type: str) -> Ended | None:
+    """What an observer counts of the attempt ``change`` ends; None when :func:`record_of`
+    records nothing."""
+    started_at = change.ref.job.started_at
+    if change.ended_at is None or started_at is None:
+        return None
+    return Ended(job_type, outcome_of(change), (change.ended_at - started_at).total_seconds())
 
 
 def record_of(change: Patch, attempt: int) -> AttemptRecord | None:

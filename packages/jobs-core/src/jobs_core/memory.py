@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime
 from typing import Any
 
-from jobs_core import codec, domain, flow, history
+from jobs_core import codec, domain, flow, history, parents
 from jobs_core.children import children_due
 from jobs_core.claims import ClaimPlan, choose
 from jobs_core.clock import ascending_uuid7s, uuid7
@@ -54,6 +54,7 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         """Each job's attempt records, oldest first (jobs_core.history)."""
         self._paused: dict[str, TypePause] = {}
         """The paused types (jobs_core.pauses), by name."""
+        self._starts: dict[tuple[str, str], tuple[datetime, ...]] = {}  # jobs_core.rates
 
     # -- inspection ---------------------------------------------------------------------------
     @property
@@ -141,10 +142,12 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
             queued = (j for j in jobs if j.status is Status.QUEUED and j.id not in skipped)
             running = (j for j in jobs if j.status is Status.RUNNING) if plan.limited else ()
             claimed = []
-            for job in choose(plan, queued, running, self._paused):
+            for job in choose(plan, queued, running, self._paused, self._starts):
                 held = domain.claim(job, uuid.uuid4(), plan.now)
                 self._jobs[job.id] = held
                 claimed.append(held)
+            if plan.rated and plan.limits:
+                self._starts.update(flow.record(self._starts, claimed, plan.limits, plan.now))
             return claimed
 
     def _held(self, ref: AttemptRef) -> Job | None:
@@ -205,13 +208,14 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         :meth:`claim` with ``claim_next`` (of jobs that were queued before the call)."""
         with self._lock:
             finished = [self._apply(change) for change in patches]
-            for change, written in zip(patches, finished, strict=True):
-                # The children of an attempt ended done, in the same write (decision 0038).
+            for i, (change, written) in enumerate(zip(patches, finished, strict=True)):
+                # The children of an attempt ended done or waiting for them, in the same write
+                # (decisions 0038, 0043); a parent waiting for them gets their edges there too.
                 children = children_due(change, written)
-                if children:
-                    assert written is not None
-                    assert written.finished_at is not None
-                    self.insert_many(children, written.finished_at)
+                at = change.ended_at
+                inserted = self.insert_many(children, at) if children and at is not None else []
+                if written is not None and parents.waits_for_children(change, written):
+                    finished[i] = self._wait_for_children(written, change, inserted)
             if claim_next is None:
                 return Completed(finished, [])
             # PostgreSQL's statement sees one snapshot: a job it re-queues is not due for its
@@ -303,13 +307,9 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
                 ):
                     ahead += 1
             serving = sum(job.type in w.types for w in self._live(now))
-            return WaitingFacts(
-                running_key,
-                running_type,
-                min(ahead, AHEAD_CAP),
-                serving,
-                job.type in self._paused,
-            )
+            starts = self._starts.get((job.type, job.concurrency_key or ""), ())
+            counts = (running_key, running_type, min(ahead, AHEAD_CAP), serving)
+            return WaitingFacts(*counts, job.type in self._paused, starts)
 
     # -- paused types -------------------------------------------------------------------------
     def pause(self, job_type: str, by: str, now: datetime) -> TypePause:

@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobs_core import domain, waits
-from jobs_core.domain import Job, NewJob
+from jobs_core import domain, parents, waits
+from jobs_core.domain import Job, NewJob, Patch
 from jobs_core.events import EventedJobs, InMemoryEventLog
 from jobs_core.states import Status
 from jobs_core.waits import Awaited, DependencyInvalid, Ended, Release, WaitRule
@@ -97,13 +97,23 @@ class MemoryWaits:
             awaited = [Ended(member.id, member.status) for member in inserted]
             return inserted, self._wait(job, awaited, WaitRule.ALL_ENDED, now)
 
+    def _wait_for_children(self, parent: Job, change: Patch, inserted: Sequence[Job]) -> Job:
+        """The parent a :class:`~jobs_core.outcomes.Wait` left ``waiting``, with the edges to
+        its children (:func:`parents.awaited_children`), released at once if they have all
+        ended (decision 0043)."""
+        found = {cid: job.status for cid in change.awaits if (job := self._jobs.get(cid))}
+        awaited = parents.awaited_children(inserted, change.awaits, found)
+        assert change.ended_at is not None
+        return self._wait(parent, awaited, WaitRule.ALL_ENDED, change.ended_at)
+
     def _wait(self, job: Job, awaited: Sequence[Ended], rule: WaitRule, now: datetime) -> Job:
-        """Record ``job``'s edges and write its status as :func:`waits.start` gives it."""
-        self._edges[job.id] = {
-            end.id: end.status if end.status.is_finished else None for end in awaited
-        }
+        """Record ``job``'s edges (after those it has: a parent may wait again) and write its
+        status as :func:`waits.start` gives it."""
+        edges = self._edges.setdefault(job.id, {})
         for end in awaited:
-            self._waiters.setdefault(end.id, []).append(job.id)
+            if end.id not in edges:
+                self._waiters.setdefault(end.id, []).append(job.id)
+            edges[end.id] = end.status if end.status.is_finished else None
         self._rules[job.id] = rule
         started = waits.start(job, rule, awaited, now).job
         return self._write(job, started, now)

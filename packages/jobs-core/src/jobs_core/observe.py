@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Protocol
 
 from jobs_core.domain import Job, Status
-from jobs_core.history import AttemptRecord
+from jobs_core.history import Ended
 
 ACTIVE_STATES = ("queued", "scheduled", "running", "waiting")
 """What an operator counts among live jobs (``OperatorReads.active_counts``, the gauges)."""
@@ -46,9 +46,9 @@ class Observer(Protocol):
         on a finish's round trip (counted by :meth:`finished`)."""
         ...
 
-    def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
-        """Attempts ended (each with its job's type and record; only the writes that applied);
-        ``seconds``: the round trip of the write (with the claim it carried), None for the
+    def finished(self, ended: Sequence[Ended], seconds: float | None) -> None:
+        """Attempts ended (each with its job's type, outcome and run time; only the writes that
+        applied); ``seconds``: the round trip of the write (with the claim it carried), None for the
         sweep's writes."""
         ...
 
@@ -66,7 +66,7 @@ class NoObserver:
     def claimed(self, jobs: Sequence[Job], seconds: float | None) -> None:
         """Nothing."""
 
-    def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
+    def finished(self, ended: Sequence[Ended], seconds: float | None) -> None:
         """Nothing."""
 
     def outage_began(self) -> None:

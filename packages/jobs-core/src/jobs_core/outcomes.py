@@ -1,9 +1,10 @@
 """The outcomes of an attempt, as data: what a handler's run comes to (:class:`Done`,
-:class:`Failed`, :class:`Cancelled`, :class:`Requeue`), and the heartbeat a progress document
-carries. :mod:`jobs_core.domain` turns an outcome into the job's next state."""
+:class:`Failed`, :class:`Cancelled`, :class:`Requeue`, :class:`Wait`), and the heartbeat a
+progress document carries. :mod:`jobs_core.domain` turns an outcome into the job's next state."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -56,7 +57,19 @@ class Requeue:
     snooze: bool = False
 
 
-Outcome = Done | Failed | Cancelled | Requeue
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """The handler waits for its children (``ctx.wait_for_children()``, decision 0043): the job
+    goes ``waiting`` without a slot until the children of this attempt have all ended — those
+    held (``children``, written with this outcome) and those enqueued at once (``awaits``, their
+    ids) — then runs again. The attempt is handed back, as a snooze's is."""
+
+    report: Mapping[str, Any] | None = None
+    children: tuple[NewJob, ...] = ()
+    awaits: tuple[uuid.UUID, ...] = ()
+
+
+Outcome = Done | Failed | Cancelled | Requeue | Wait
 
 
 def heartbeat_progress(progress: Mapping[str, Any] | None, now: datetime) -> dict[str, Any]:

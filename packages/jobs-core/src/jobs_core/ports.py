@@ -66,7 +66,9 @@ class WaitingFacts:
     running jobs of its type; ``ahead``: due queued jobs of its type a claim takes before it
     (capped at :data:`AHEAD_CAP`); ``live_workers``: live workers serving its type (every
     store keeps the worker registry, :class:`~jobs_core.workers.WorkerRegistry`);
-    ``type_paused``: an operator paused its type (:class:`TypePauses`).
+    ``type_paused``: an operator paused its type (:class:`TypePauses`); ``rate_starts``: the
+    recorded starts of its key (newest first) if its type has a rate limit
+    (:mod:`jobs_core.rates`).
     """
 
     running_key: int
@@ -74,6 +76,7 @@ class WaitingFacts:
     ahead: int
     live_workers: int
     type_paused: bool = False
+    rate_starts: tuple[datetime, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +192,10 @@ class Attempts(Protocol):
         With ``claim_next``, then :meth:`claim` with its arguments, in the same round trip:
         what a worker sends when a job ends while more work waits. A job re-queued by these
         patches is not claimed back by the same call. A patch's ``hook_due_at`` (the end hook's
-        marker, decision 0025) is assigned with its other columns, in the same write.
+        marker, decision 0025) is assigned with its other columns, in the same write; so are
+        the children it owes (:func:`jobs_core.children.children_due`, decision 0038) and, for
+        a patch that leaves its job ``waiting``, the job's edges to them and to its ``awaits``,
+        released at once if they have all ended (:mod:`jobs_core.parents`, decision 0043).
         """
         ...
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-from jobs_core import flow
+from jobs_core import flow, rates
 from jobs_core.context import JobContext
 from jobs_core.domain import DedupScope, Job, NewJob
 from jobs_core.errors import DedupKeyOwned, DuplicateJobType, PayloadInvalid, UnknownJobType
@@ -66,7 +66,10 @@ class JobType:
       ``"crawl:{site_id}"``, the key of every job of the type), ``concurrency_key`` (a payload
       field) with ``concurrency_limit`` (running jobs per value of it, counted per org unless
       ``concurrency_scope`` is :attr:`~jobs_core.flow.KeyScope.GLOBAL`), ``max_running`` (running
-      jobs of the type) and ``max_snoozes`` (how often a job may ask to run later);
+      jobs of the type), ``rate_limit`` (``(N, per_seconds)``: at most N starts per key in any
+      window of that many seconds, over the same key as ``concurrency_key``, or per org when
+      the type names none: :mod:`jobs_core.rates`) and ``max_snoozes`` (how often a job may
+      ask to run later);
     - ``after_failed_dependency``: what becomes of a job of the type enqueued with
       ``depends_on`` when one of those jobs ends failed or cancelled: ``"cancel"`` (the
       default: it is cancelled at once) or ``"run"`` (it runs once they have all ended;
@@ -93,6 +96,7 @@ class JobType:
     concurrency_limit: int | None = None
     concurrency_scope: flow.KeyScope = flow.KeyScope.ORG
     max_running: int | None = None
+    rate_limit: tuple[int, float] | None = None
     max_snoozes: int = 20
     on_cancel: OnCancel | None = None
     after_failed_dependency: Literal["cancel", "run"] = "cancel"
@@ -119,10 +123,20 @@ class JobType:
                 raise ValueError(f"{self.name}: a protected type is never purged (no {keep})")
         if self.dedup_key is not None:
             flow.template_fields(self.dedup_key)
-        if (self.concurrency_key is None) != (self.concurrency_limit is None):
+        if self.rate_limit is not None:
+            rate = rates.RateLimit.declared(self.rate_limit, self.name)
+            object.__setattr__(self, "rate_limit", (rate.count, rate.per_s))
+        if self.concurrency_limit is not None and self.concurrency_key is None:
             raise ValueError(
-                f"{self.name}: concurrency_key and concurrency_limit go together "
-                "(the payload field, and how many running jobs per value of it)"
+                f"{self.name}: concurrency_limit needs concurrency_key "
+                "(the payload field whose values it counts)"
+            )
+        if self.concurrency_key is not None and (
+            self.concurrency_limit is None and self.rate_limit is None
+        ):
+            raise ValueError(
+                f"{self.name}: concurrency_key goes with concurrency_limit or rate_limit "
+                "(the payload field, and how many running jobs or starts per value of it)"
             )
         if self.concurrency_key is not None and not self.concurrency_key.isidentifier():
             raise ValueError(f"{self.name}: concurrency_key must name a payload field")
@@ -147,16 +161,27 @@ class JobType:
     @property
     def flow_limit(self) -> flow.FlowLimit | None:
         """The limits the claim applies to this type (None: unlimited)."""
-        if self.concurrency_limit is None and self.max_running is None:
+        rate = self.rate
+        if self.concurrency_limit is None and self.max_running is None and rate is None:
             return None
-        return flow.FlowLimit(key_limit=self.concurrency_limit, type_limit=self.max_running)
+        return flow.FlowLimit(
+            key_limit=self.concurrency_limit, type_limit=self.max_running, rate=rate
+        )
+
+    @property
+    def rate(self) -> rates.RateLimit | None:
+        """The type's rate limit (None: none)."""
+        if self.rate_limit is None:
+            return None
+        return rates.RateLimit(*self.rate_limit)
 
     def derived_keys(
         self, org_id: str, payload: Mapping[str, Any], dedup_key: str | None
     ) -> tuple[str | None, str | None]:
         """The dedup key and the concurrency key of a job of ``org_id``'s of this type with this
         (validated) payload. A type-owned dedup key refuses a different one from the caller; the
-        concurrency key is scoped by :func:`~jobs_core.flow.scoped_key`."""
+        concurrency key (the key of its flow limits) is scoped by
+        :func:`~jobs_core.flow.flow_key`."""
         if self.dedup_key is not None:
             derived = flow.render_dedup_key(self.dedup_key, payload)
             if dedup_key is not None and dedup_key != derived:
@@ -167,7 +192,9 @@ class JobType:
             value = flow.key_value(
                 payload, self.concurrency_key, f"the concurrency limit of {self.name!r}"
             )
-            concurrency = flow.scoped_key(org_id, value, self.concurrency_scope)
+            concurrency = flow.flow_key(org_id, value, self.concurrency_scope)
+        elif self.rate_limit is not None:
+            concurrency = flow.flow_key(org_id, None, self.concurrency_scope)
         return dedup_key, concurrency
 
     def validate_payload(self, payload: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -343,7 +370,7 @@ class Registry:
         return [self._types[name] for name in self.names() if self._types[name].public]
 
     def flow_limits(self) -> dict[str, flow.FlowLimit]:
-        """The concurrency limits of the registered types that declare any."""
+        """The flow limits (concurrency, rate) of the registered types that declare any."""
         return {t.name: limit for t in self._types.values() if (limit := t.flow_limit)}
 
     def new_job(
@@ -400,6 +427,7 @@ class Registry:
                 or dedup_key is not None
                 or job_type.dedup_key is not None
                 or job_type.concurrency_key is not None
+                or job_type.rate_limit is not None
             ):
                 # The first job of the batch, and every keyed one, goes through every check.
                 specs.append(

@@ -26,8 +26,18 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from jobs_core.context import JobContext
-from jobs_core.domain import Cancelled, CancelReason, Done, Failed, Job, Outcome, Requeue, Status
-from jobs_core.errors import JobCancelled, JobTimeout, Snooze, UnknownJobType
+from jobs_core.domain import (
+    Cancelled,
+    CancelReason,
+    Done,
+    Failed,
+    Job,
+    Outcome,
+    Requeue,
+    Status,
+    Wait,
+)
+from jobs_core.errors import JobCancelled, JobTimeout, Snooze, UnknownJobType, WaitForChildren
 from jobs_core.limits import DOCUMENT_MAX_BYTES, describe_size, oversize
 from jobs_core.registry import HandlerResult, JobType, Registry
 from jobs_core.tracebacks import handler_traceback
@@ -108,6 +118,8 @@ def execute(
         return Cancelled(report={"reason": str(cancelled) or ctx.cancel_message})
     except Snooze as snooze:
         return snooze_outcome(job_type, ctx.job, snooze, now() if callable(now) else now)
+    except WaitForChildren as waiting:  # decision 0043
+        return Wait(waiting.report, ctx.children, ctx.enqueued_children)
     except Exception as error:
         ended = now() if callable(now) else now
         outcome = failure_outcome(job_type, ctx.job, error, ended)

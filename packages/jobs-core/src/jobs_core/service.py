@@ -409,15 +409,14 @@ class JobService(WaitUseCases):
     def _observe_finished(
         self, patches: Sequence[domain.Patch], written: Sequence[Job | None], seconds: float | None
     ) -> None:
-        """Tell the observer of the attempts whose patch applied (each with its record); with
-        no observer, build nothing."""
+        """Tell the observer of the attempts whose patch applied (type, outcome, duration);
+        with no observer, build nothing."""
         if isinstance(self.observer, NoObserver):
             return
         ended = []
         for change, job in zip(patches, written, strict=True):
-            record = history.record_of(change, 0) if job is not None else None
-            if record is not None and job is not None:
-                ended.append((job.type, record))
+            if job is not None and (counted := history.ended_of(change, job.type)) is not None:
+                ended.append(counted)
         self.observer.finished(ended, seconds)
 
     def sweep(self, threshold_s: float, batch: int = 500) -> SweepReport:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from jobs_core import rates
 from jobs_core.domain import Job, Status
 from jobs_core.flow import KeyScope
 from jobs_core.ports import AHEAD_CAP, WaitingFacts
@@ -37,7 +38,9 @@ def why_waiting(
     ``GET /jobs/{id}/awaited`` lists them), ``scheduled`` (``run_at`` is later), ``snoozed``
     (its handler asked to run later),
     ``type_paused`` (an operator paused its type: no claim takes it until it is resumed),
-    ``key_busy`` (its concurrency key at N of N running), ``type_busy`` (its type at its cap),
+    ``key_busy`` (its concurrency key at N of N running), ``rate_limited`` (its key has started
+    N jobs in the last window of its type's rate limit: "rate limited: next start at T"),
+    ``type_busy`` (its type at its cap),
     ``ahead`` (N due jobs of its type are taken before it), ``no_worker`` (no live worker serves
     its type), ``unknown_type`` (this deployment does not know the type), ``next`` (nothing holds
     it back: the next free worker slot takes it).
@@ -83,6 +86,18 @@ def why_waiting(
                 f"{facts.running_key} of {job_type.concurrency_limit} running",
             )
         )
+    rate = job_type.rate
+    if rate is not None and job.concurrency_key is not None:
+        next_at = rates.next_start(facts.rate_starts, rate, now)
+        if next_at is not None:
+            reasons.append(
+                WaitReason(
+                    "rate_limited",
+                    f"rate limited: next start at {next_at.isoformat(timespec='milliseconds')} "
+                    f"({_key_name(job, job_type)} has started {rate.count} jobs in the last "
+                    f"{rate.per_s:g} s, its limit)",
+                )
+            )
     if job_type.max_running is not None and facts.running_type >= job_type.max_running:
         reasons.append(
             WaitReason(
@@ -99,3 +114,15 @@ def why_waiting(
             WaitReason("no_worker", f"no live worker serves type {job.type!r}; start one")
         )
     return reasons or [WaitReason("next", "due: the next free worker slot takes it")]
+
+
+def _key_name(job: Job, job_type: JobType) -> str:
+    """The key of a job's flow limits as a reader knows it: its payload's value, its org, or
+    its whole type."""
+    shared = job_type.concurrency_scope is KeyScope.GLOBAL
+    field = job_type.concurrency_key
+    if field is not None:
+        return f"its key {field}={job.payload.get(field)}" + (
+            " (every org's jobs)" if shared else ""
+        )
+    return f"type {job.type!r}" + (" (every org's jobs)" if shared else f" in org {job.org_id!r}")

@@ -11,11 +11,12 @@ streams, the live jobs: :func:`active_jobs`); nothing is added to a statement.
 
 from __future__ import annotations
 
+from collections import Counter as Counter_
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jobs_core import Job
-from jobs_core.history import AttemptRecord
+from jobs_core.history import Ended
 from jobs_core.observe import ACTIVE_STATES
 from prometheus_client import (
     REGISTRY,
@@ -28,6 +29,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from jobs_metrics.batched import TypeHistogram
 
 # Buckets for an attempt, a wait in the queue: from a millisecond to a day.
 LONG_BUCKETS: tuple[float, ...] = (
@@ -44,18 +47,16 @@ FINISHED = Counter(
     "snoozed, handed_back, lost).",
     ["type", "outcome"],
 )
-ATTEMPT_DURATION = Histogram(
+ATTEMPT_DURATION = TypeHistogram(
     "jobs_attempt_duration_seconds",
     "How long an attempt ran, from its claim to its end.",
-    ["type"],
-    buckets=LONG_BUCKETS,
+    LONG_BUCKETS,
 )
-QUEUE_WAIT = Histogram(
+QUEUE_WAIT = TypeHistogram(
     "jobs_queue_wait_seconds",
     "How long a job waited to start: from when it was due (its run_at: the enqueue, a "
     "retry's backoff, a snooze) to its claim.",
-    ["type"],
-    buckets=LONG_BUCKETS,
+    LONG_BUCKETS,
 )
 CLAIM_DURATION = Histogram(
     "jobs_claim_duration_seconds",
@@ -86,54 +87,51 @@ _ACTIVE_HELP = {
 class PrometheusObserver:
     """The worker service's :class:`jobs_core.observe.Observer`: counts into the metrics.
 
-    Each labelled child is looked up once per type (and outcome) and kept: ``labels()`` takes
-    the metric's lock and builds its key at every call, a per-job cost the drain paid three
-    times (issue 24's A/B of the metrics on and off)."""
+    Per call, not per job: a counter's labelled child is looked up once per type (and outcome)
+    and kept (``labels()`` takes the metric's lock and builds its key), each is incremented
+    once by the call's count, and the per-job histograms take their lock once per call
+    (:class:`~jobs_metrics.batched.TypeHistogram`). Each of these was a per-job cost of the
+    drain with metrics on (issue 24's A/B)."""
 
     def __init__(self) -> None:
         self._enqueued: dict[str, Any] = {}
-        self._waits: dict[str, Any] = {}
-        self._durations: dict[str, Any] = {}
         self._finished: dict[tuple[str, str], Any] = {}
 
     def enqueued(self, jobs: Sequence[Job]) -> None:
         """Count the jobs created, by type."""
+        counts = Counter_(job.type for job in jobs)
         children = self._enqueued
-        for job in jobs:
-            child = children.get(job.type)
+        for job_type, count in counts.items():
+            child = children.get(job_type)
             if child is None:
-                child = children[job.type] = ENQUEUED.labels(job.type)
-            child.inc()
+                child = children[job_type] = ENQUEUED.labels(job_type)
+            child.inc(count)
 
     def claimed(self, jobs: Sequence[Job], seconds: float | None) -> None:
         """The claim's round trip, and each job's wait since it was due."""
         if seconds is not None:
             CLAIM_DURATION.observe(seconds)
-        children = self._waits
-        for job in jobs:
-            if job.started_at is not None:
-                child = children.get(job.type)
-                if child is None:
-                    child = children[job.type] = QUEUE_WAIT.labels(job.type)
-                wait = (job.started_at - job.run_at).total_seconds()
-                child.observe(wait if wait > 0.0 else 0.0)
+        if jobs:
+            QUEUE_WAIT.observe_each(
+                (job.type, (job.started_at - job.run_at).total_seconds())
+                for job in jobs
+                if job.started_at is not None
+            )
 
-    def finished(self, ended: Sequence[tuple[str, AttemptRecord]], seconds: float | None) -> None:
+    def finished(self, ended: Sequence[Ended], seconds: float | None) -> None:
         """The write's round trip, and each ended attempt's outcome and duration."""
         if seconds is not None:
             FINISH_DURATION.observe(seconds)
-        counts, durations = self._finished, self._durations
-        for job_type, record in ended:
-            key = (job_type, record.outcome.value)
-            count = counts.get(key)
-            if count is None:
-                count = counts[key] = FINISHED.labels(*key)
-            count.inc()
-            duration = durations.get(job_type)
-            if duration is None:
-                duration = durations[job_type] = ATTEMPT_DURATION.labels(job_type)
-            seconds_run = record.duration_s
-            duration.observe(seconds_run if seconds_run > 0.0 else 0.0)
+        if not ended:
+            return
+        counts = Counter_((one.type, one.outcome.value) for one in ended)
+        children = self._finished
+        for key, count in counts.items():
+            child = children.get(key)
+            if child is None:
+                child = children[key] = FINISHED.labels(*key)
+            child.inc(count)
+        ATTEMPT_DURATION.observe_each((one.type, one.duration_s) for one in ended)
 
     def outage_began(self) -> None:
         """Count one outage of the store."""

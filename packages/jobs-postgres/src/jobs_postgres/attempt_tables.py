@@ -26,7 +26,16 @@ from sqlalchemy.dialects.postgresql import UUID
 
 from jobs_postgres.schema import TIMESTAMPTZ, metadata
 
-ATTEMPT_OUTCOMES = ("done", "failed", "cancelled", "retrying", "snoozed", "handed_back", "lost")
+ATTEMPT_OUTCOMES = (
+    "done",
+    "failed",
+    "cancelled",
+    "retrying",
+    "snoozed",
+    "handed_back",
+    "lost",
+    "waiting",
+)
 """The values of ``outcome`` (``jobs_core.history.AttemptOutcome``, checked by a test)."""
 
 job_attempts = Table(

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from jobs_core.children import children_due
-from jobs_core.domain import Job, NewJob, Patch
+from jobs_core.domain import Job, NewJob, Patch, Status
 from sqlalchemy import TextClause, text
 
 from jobs_postgres import bulk, sql
@@ -51,8 +51,9 @@ Rows = Callable[[TextClause, Mapping[str, Any]], list[Any]]
 
 
 def has_children(patches: Sequence[Patch]) -> bool:
-    """Whether any patch of a batch carries children (else the plain finish runs)."""
-    return any(change.children for change in patches)
+    """Whether any patch of a batch carries children or waits for them (decision 0043): else
+    the plain finish runs."""
+    return any(change.children or change.status is Status.WAITING for change in patches)
 
 
 def is_child(specs: Sequence[NewJob]) -> bool:
@@ -89,8 +90,7 @@ def array_insert(
 
 
 def children_of(patches: Sequence[Patch], finished: Sequence[Job | None]) -> list[NewJob]:
-    """The children the written patches owe (:func:`jobs_core.children.children_due`), each
-    created at its parent's ``finished_at`` (one instant per batch: the patches' ``now``)."""
+    """The children the written patches owe (:func:`jobs_core.children.children_due`)."""
     owed: list[NewJob] = []
     for change, written in zip(patches, finished, strict=True):
         owed.extend(children_due(change, written))

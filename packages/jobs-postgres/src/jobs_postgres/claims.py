@@ -14,7 +14,8 @@ the steps of :func:`jobs_core.claims.choose` one for one:
    limits, the statement takes one advisory lock per limited key and type of the candidates, in
    ascending lock-id order, and a second statement of the same transaction, with a snapshot
    taken once those locks are held, counts the running jobs again and claims the candidates
-   that fit, in the order the first one chose (``_ADMITTED``).
+   that fit, in the order the first one chose (``_admitted``). A plan with a rate-limited type
+   adds the parts of :mod:`jobs_postgres.rate_claims` to both (decision 0042).
 
 Why two statements under limits: two claimers of one key are serialised by its advisory lock,
 and the second one's count must include the first one's claim, committed while it waited; only
@@ -48,7 +49,7 @@ from jobs_core.flow import ClaimLimits
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from jobs_postgres import sql
+from jobs_postgres import rate_claims, sql
 
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
@@ -78,10 +79,13 @@ class Shape:
     limited: bool
     finish: bool
     sweep: bool = False
+    rated: bool = False
 
     @classmethod
     def of(cls, plan: ClaimPlan, *, finish: bool = False, sweep: bool = False) -> Shape:
-        return cls(plan.types is not None, plan.fair, plan.limited, finish, finish and sweep)
+        return cls(
+            plan.types is not None, plan.fair, plan.limited, finish, finish and sweep, plan.rated
+        )
 
 
 def parameters(plan: ClaimPlan) -> dict[str, Any]:
@@ -93,6 +97,8 @@ def parameters(plan: ClaimPlan) -> dict[str, Any]:
         params["after"] = plan.turn.after
     if plan.limits:
         params.update(limit_params(plan.limits))
+        if plan.rated:
+            params.update(rate_claims.params(plan.limits))
     return params
 
 
@@ -338,20 +344,25 @@ def _finish_parts(sweep: bool) -> list[str]:
 
 
 # Statement 1 under limits: the limits, the running set, the full keys and types.
-_LIMITS = """lim AS (
+_LIM = """lim AS (
     SELECT * FROM unnest(
         CAST(:lim_types AS text[]), CAST(:key_limits AS int[]), CAST(:type_limits AS int[])
     ) AS l(type, key_limit, type_limit)
-),
-running AS (
+)"""
+_RUNNING = """running AS (
     SELECT r.type, r.concurrency_key FROM jobs AS r
     WHERE r.status = 'running' AND r.type = ANY(CAST(:lim_types AS text[]))
 )"""
 
+
+def _limits(rated: bool) -> str:
+    return f"{rate_claims.LIMITS if rated else _LIM},\n{_RUNNING}"
+
+
 _FULL_SETS = """full_keys AS (
     SELECT r.type, r.concurrency_key FROM running AS r JOIN lim AS l USING (type)
     WHERE r.concurrency_key IS NOT NULL AND l.key_limit IS NOT NULL
-    GROUP BY r.type, r.concurrency_key, l.key_limit HAVING count(*) >= l.key_limit
+    GROUP BY r.type, r.concurrency_key, l.key_limit HAVING count(*) >= l.key_limit{spent}
 ),
 full_types AS (
     SELECT r.type FROM running AS r JOIN lim AS l USING (type)
@@ -360,11 +371,13 @@ full_types AS (
 )"""
 
 # Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
+# A key limited by concurrency, rate or both has one lock.
+_KEY_LIMITED = "l.key_limit IS NOT NULL"
 _ADVISORY = """locks AS (
     SELECT pg_advisory_xact_lock(k.id) FROM (
         SELECT hashtextextended(d.type || chr(31) || d.concurrency_key, 1501) AS id
         FROM due AS d JOIN lim AS l USING (type)
-        WHERE l.key_limit IS NOT NULL AND d.concurrency_key IS NOT NULL
+        WHERE {key_locked} AND d.concurrency_key IS NOT NULL
         UNION
         SELECT hashtextextended(d.type, 1502) FROM due AS d JOIN lim AS l USING (type)
         WHERE l.type_limit IS NOT NULL
@@ -377,23 +390,28 @@ _ADVISORY = """locks AS (
 # that key before it stay under the key's limit, and likewise for its type among the candidates
 # that fit their key (jobs_core.flow.admit). Index: the primary key for the candidates,
 # jobs_queue_idx's ``running`` range for the counts.
-_ADMITTED = [
-    _LIMITS,
-    """key_running AS (
+
+
+def _admitted(rated: bool) -> list[str]:
+    """Statement 2's CTEs (with a rate limit: its parts from :mod:`jobs_postgres.rate_claims`)."""
+    opened, columns, join, fits = rate_claims.ADMISSION if rated else ("", "", "", "")
+    return [
+        _limits(rated),
+        """key_running AS (
     SELECT type, concurrency_key, count(*) AS n FROM running
     WHERE concurrency_key IS NOT NULL GROUP BY type, concurrency_key
 )""",
-    "type_running AS (SELECT type, count(*) AS n FROM running GROUP BY type)",
-    """candidate AS (
+        "type_running AS (SELECT type, count(*) AS n FROM running GROUP BY type)",
+        f"""candidate AS (
     SELECT c.id, c.type, c.concurrency_key, u.rank, l.key_limit, l.type_limit,
-           kr.n AS key_running
+           kr.n AS key_running{columns}
     FROM unnest(CAST(:ids AS uuid[])) WITH ORDINALITY AS u(id, rank)
     JOIN jobs AS c ON c.id = u.id
     LEFT JOIN lim AS l ON l.type = c.type
-    LEFT JOIN key_running AS kr ON kr.type = c.type AND kr.concurrency_key = c.concurrency_key
+    LEFT JOIN key_running AS kr ON kr.type = c.type AND kr.concurrency_key = c.concurrency_key{join}
     WHERE c.id = ANY(CAST(:ids AS uuid[]))
 )""",
-    """key_fit AS (
+        f"""key_fit AS (
     SELECT c.*, row_number() OVER (PARTITION BY c.type ORDER BY c.rank) AS type_rank
     FROM (
         SELECT c.*, row_number() OVER (
@@ -401,16 +419,17 @@ _ADMITTED = [
         ) AS key_rank
         FROM candidate AS c
     ) AS c
-    WHERE c.key_limit IS NULL OR c.concurrency_key IS NULL
-       OR coalesce(c.key_running, 0) + c.key_rank <= c.key_limit
+    WHERE {opened}c.key_limit IS NULL OR c.concurrency_key IS NULL
+       OR coalesce(c.key_running, 0) + c.key_rank <= c.key_limit{fits}
 )""",
-    """due AS (
+        """due AS (
     SELECT k.id FROM key_fit AS k LEFT JOIN type_running AS tr ON tr.type = k.type
     WHERE k.type_limit IS NULL OR coalesce(tr.n, 0) + k.type_rank <= k.type_limit
 )""",
-    _CLAIMED,
-    sql.LOG_CLAIMED,
-]
+        _CLAIMED,
+        sql.LOG_CLAIMED,
+        *(rate_claims.WRITTEN if rated else []),
+    ]
 
 
 # -- the statements ---------------------------------------------------------------------------
@@ -436,12 +455,18 @@ def finish(*, sweep: bool = False) -> str:
 @cache
 def _statements(shape: Shape) -> tuple[str, ...]:
     if shape.limited:
+        rated = shape.rated
         candidates = _compiled(
-            [_LIMITS, _FULL_SETS, *_due(shape), _ADVISORY],
+            [
+                _limits(rated),
+                _FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
+                *_due(shape),
+                _ADVISORY.format(key_locked=rate_claims.KEY_LOCKED if rated else _KEY_LIMITED),
+            ],
             "SELECT d.id FROM due AS d CROSS JOIN (SELECT count(*) FROM locks) AS held",
             recursive=shape.fair,
         )
-        return candidates, _compiled(_ADMITTED, "SELECT * FROM claimed")
+        return candidates, _compiled(_admitted(rated), "SELECT * FROM claimed")
     if not shape.finish:
         return (
             _compiled(

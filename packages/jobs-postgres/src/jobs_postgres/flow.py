@@ -5,14 +5,18 @@
 
 from __future__ import annotations
 
+from jobs_postgres import rate_claims
+
 
 def waiting_facts() -> str:
     """The counts of "why is this job waiting?" for one job (psycopg syntax).
 
     Index: jobs_queue_idx, its ``running`` range for the running counts and its queued range
-    for the jobs ahead (up to the cap); the worker table is small; the pause: its primary key.
+    for the jobs ahead (up to the cap); the worker table is small; the pause and the key's
+    recorded starts (a rate limit's): their primary keys.
     """
-    return """
+    return (
+        """
 SELECT
     (SELECT count(*) FROM jobs AS r WHERE r.status = 'running' AND r.type = %(type)s
         AND r.concurrency_key = %(key)s),
@@ -26,8 +30,11 @@ SELECT
     ) AS ahead),
     (SELECT count(*) FROM job_workers AS w
         WHERE %(type)s = ANY(w.types) AND w.last_seen_at >= %(live_after)s),
-    EXISTS (SELECT 1 FROM job_type_pauses AS p WHERE p.type = %(type)s)
-"""
+    EXISTS (SELECT 1 FROM job_type_pauses AS p WHERE p.type = %(type)s),
+    """
+        + rate_claims.WAITING_STARTS
+        + "\n"
+    )
 
 
 # -- the worker registry (jobs_core.workers) ---------------------------------------------------

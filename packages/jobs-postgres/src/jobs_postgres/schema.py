@@ -279,5 +279,6 @@ Index("api_sessions_token_idx", api_sessions.c.token_id)
 # defined beside their store, on this same metadata.
 import jobs_postgres.attempt_tables  # noqa: E402
 import jobs_postgres.quota_tables  # noqa: E402
+import jobs_postgres.rate_tables  # noqa: E402
 import jobs_postgres.schedule_tables  # noqa: E402
 import jobs_postgres.wait_tables  # noqa: E402, F401

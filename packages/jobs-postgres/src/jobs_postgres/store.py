@@ -223,7 +223,9 @@ class PostgresJobStore(
             "live_after": live_after(now),
         }
         row = self._on_driver(lambda execute, _: execute(flow.waiting_facts(), params))
-        return WaitingFacts(int(row[0]), int(row[1]), int(row[2]), int(row[3]), bool(row[4]))
+        starts = tuple(sorted(row[5] or (), reverse=True))
+        counts = (int(row[0]), int(row[1]), int(row[2]), int(row[3]))
+        return WaitingFacts(*counts, bool(row[4]), starts)
 
     def heartbeat(self, refs: Sequence[AttemptRef], now: datetime) -> set[uuid.UUID]:
         """:func:`jobs_core.domain.heartbeat` on held jobs (``heartbeat_at`` and
@@ -290,18 +292,20 @@ class PostgresJobStore(
         Under ``claim_next.limits`` the patches commit first, then the claim runs as
         :meth:`claim` does (the places the patches freed are counted as free).
 
-        Patches with children (decision 0038): the same, then the children owed, in one
-        transaction (:mod:`jobs_postgres.children`); a batch without any runs as before."""
+        Patches with children (decision 0038), or waiting for them (decision 0043): the same,
+        then the children owed and the waiting parents' edges, in one transaction
+        (:mod:`jobs_postgres.children`, :mod:`jobs_postgres.waits`); a batch without any runs
+        as before."""
         if has_children(patches):
             if self._bound is None:
                 with self._transaction() as conn:
                     return self.bound_to(conn).complete(patches, claim_next=claim_next)
             done = self._complete(patches, claim_next)
             owed = children_of(patches, done.finished)
-            if owed:
-                now = max(c.finished_at for c in patches if c.finished_at is not None)
-                self.insert_many(owed, now)
-            return done
+            # Created at the end of their parents' attempts (one instant per batch).
+            now = max((c.ended_at for c in patches if c.ended_at is not None), default=None)
+            inserted = self.insert_many(owed, now) if owed and now is not None else []
+            return self.wait_for_children(patches, done, inserted)
         return self._complete(patches, claim_next)
 
     def _complete(self, patches: Sequence[Patch], claim_next: ClaimNext | None) -> Completed:

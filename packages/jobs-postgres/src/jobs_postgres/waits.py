@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from jobs_core import codec, domain, uuid7, waits
-from jobs_core.domain import Job, NewJob, Status
+from jobs_core import codec, domain, parents, uuid7, waits
+from jobs_core.domain import Job, NewJob, Patch, Status
+from jobs_core.ports import Completed
 from jobs_core.waits import Awaited, DependencyInvalid, Ended, Release, WaitRule
 from sqlalchemy import Connection, text
 
@@ -113,6 +114,36 @@ _AWAITED = text(
 )
 
 
+# The children a parent's attempt enqueued at once, locked as an insert locks what it awaits
+# (their end is either seen here or recorded after this commits), in id order. Index: the
+# primary key.
+_LOCK_CHILDREN = text(
+    """SELECT j.id, j.status FROM jobs AS j
+    WHERE j.id = ANY(CAST(:ids AS uuid[]))
+    ORDER BY j.id FOR NO KEY UPDATE"""
+)
+
+# A parent's edges to its children, after those it has (a parent may wait more than once); a
+# child it awaited before is awaited again, as it is now. Index: job_waits_pkey,
+# job_waits_waiter_idx for the last ``ord``.
+_ADD_EDGES = text(
+    """INSERT INTO job_waits AS w (awaited, waiter, ord, ended)
+    SELECT e.awaited, :waiter,
+           coalesce((SELECT max(o.ord) FROM job_waits AS o WHERE o.waiter = :waiter), 0) + e.ord,
+           e.ended
+    FROM unnest(CAST(:awaited AS uuid[]), CAST(:ended AS text[]))
+         WITH ORDINALITY AS e(awaited, ended, ord)
+    ON CONFLICT (awaited, waiter) DO UPDATE SET ended = EXCLUDED.ended"""
+)
+
+# The parents' rule: a batch callback's (every child's end, whatever it is). Index: the
+# primary key. No event: the update triggers' column lists leave out wait_rule.
+_PARENT_RULE = text(
+    """UPDATE jobs SET wait_rule = 'all_ended'
+    WHERE id = ANY(CAST(:ids AS uuid[])) AND wait_rule IS DISTINCT FROM 'all_ended'"""
+)
+
+
 class _KeyHeld(Exception):
     """The waiter's dedup key is held: its transaction is rolled back."""
 
@@ -194,12 +225,63 @@ class WaitRows(StoreConnections):
                     changed.append(save_job(conn, job, after, now))
             return changed
 
+    def wait_for_children(
+        self, patches: Sequence[Patch], done: Completed, inserted: Sequence[Job]
+    ) -> Completed:
+        """Give each parent ``patches`` left ``waiting`` (decision 0043) its edges to the
+        children of its attempt — ``inserted`` with the outcome, and those it enqueued at once —
+        and release it now if they have all ended; in the outcome's transaction (the store is
+        bound to it). ``done`` with those parents as they are now."""
+        waiting = [
+            (i, change, job)
+            for i, (change, job) in enumerate(zip(patches, done.finished, strict=True))
+            if job is not None and parents.waits_for_children(change, job)
+        ]
+        if not waiting:
+            return done
+        finished = list(done.finished)
+        kids: dict[uuid.UUID, list[Job]] = {}
+        for child in inserted:
+            assert child.parent_id is not None
+            kids.setdefault(child.parent_id, []).append(child)
+        awaits = sorted({child for _, change, _ in waiting for child in change.awaits})
+        with self._statement() as conn:
+            found: dict[uuid.UUID, Status] = {}
+            if awaits:
+                rows = conn.execute(_LOCK_CHILDREN, {"ids": awaits}).all()
+                found = {row[0]: Status(row[1]) for row in rows}
+            conn.execute(_PARENT_RULE, {"ids": [job.id for _, _, job in waiting]})
+            for i, change, job in waiting:
+                awaited = parents.awaited_children(kids.get(job.id, ()), change.awaits, found)
+                _add_edges(conn, job.id, awaited)
+                assert change.ended_at is not None
+                after = waits.start(job, WaitRule.ALL_ENDED, awaited, change.ended_at).job
+                if after != job:
+                    finished[i] = save_job(conn, job, after, change.ended_at)
+        return Completed(finished, done.claimed)
+
     def awaited(self, org_id: str, job_id: uuid.UUID) -> list[Awaited] | None:
         """The jobs the org's job awaits, in the order given."""
         rows = self._read(_AWAITED, {"id": job_id, "org_id": org_id})
         if not rows:
             return None
         return [Awaited(row[0], row[1], Status(row[2])) for row in rows if row[0] is not None]
+
+
+def _add_edges(conn: Connection, waiter: uuid.UUID, awaited: Sequence[Ended]) -> None:
+    """A parent's edges to ``awaited`` (after those it has), and the unended ones marked as
+    awaited (their ends will be recorded)."""
+    conn.execute(
+        _ADD_EDGES,
+        {
+            "waiter": waiter,
+            "awaited": [end.id for end in awaited],
+            "ended": [end.status.value if end.status.is_finished else None for end in awaited],
+        },
+    )
+    unended = [end.id for end in awaited if not end.status.is_finished]
+    if unended:
+        conn.execute(_MARK_AWAITED, {"ids": unended})
 
 
 def _insert_waiter(

@@ -29,6 +29,10 @@ from jobs_cli.settings import CliSettings
 STATUS_CHOICES = [s.value for s in Status] + ["active", "finished"]
 
 
+AWAITED_SHOWN = 20
+"""The awaited jobs ``jobs show`` lists (a batch may have 10,000; ``--json`` lists them all)."""
+
+
 def parse_payload(text: str) -> dict[str, Any]:
     """The ``--payload`` JSON object, or :class:`UsageError` saying what is wrong with it."""
     try:
@@ -204,6 +208,10 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
         if awaited.jobs:
             counts = ", ".join(f"{n} {s.value}" for s, n in awaited.counts.items() if n)
             print(f"awaits       {awaited.ended} of {len(awaited.jobs)} ended ({counts})")
+            for each in awaited.jobs[:AWAITED_SHOWN]:  # a batch's members, a parent's children
+                print(f"  {each.id}  {each.status.value:<9}  {each.type}")
+            if len(awaited.jobs) > AWAITED_SHOWN:
+                print(f"  ... and {len(awaited.jobs) - AWAITED_SHOWN} more (--json lists them all)")
     return 0
 
 

@@ -43,6 +43,13 @@ Start = Callable[[Job, float], None]
 """Hands a claimed job (its claim sent at the given ``time.monotonic()``) to the slots."""
 
 
+_QUIET = ("done", "queued", "waiting")
+"""The statuses an outcome leaves a job in that are logged at INFO (the others: WARNING)."""
+_NOT_ENDED = {"queued": "job.requeued", "waiting": "job.waiting"}
+"""The event logged for an outcome that leaves the job active (``waiting``: for its children,
+decision 0043)."""
+
+
 class Completer:
     """Writes outcomes and claims; :meth:`completed` logs and forgets the attempts written."""
 
@@ -244,8 +251,8 @@ class Completer:
             else:
                 stats["completed"] += 1
                 status = job.status
-                level = logging.INFO if status.value in ("done", "queued") else logging.WARNING
-                name = "job.finished" if status.is_finished else "job.requeued"
+                level = logging.INFO if status.value in _QUIET else logging.WARNING
+                name = "job.finished" if status.is_finished else _NOT_ENDED[status.value]
                 fields = {
                     "job_id": job.id,
                     "type": job.type,

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from jobs_core import domain
+from jobs_core import domain, rates
 from jobs_core.clock import FakeClock
 from jobs_core.context import JobContext
 from jobs_core.domain import CancelReason, Job, Outcome, Requeue, Status
@@ -355,12 +355,26 @@ class JobsHarness:
         if not isinstance(self.clock, FakeClock):
             return None
         names = set(self.registry.names())
-        waiting = [
-            job.run_at
-            for job in self.jobs(status=Status.QUEUED)
-            if job.type in names and job.run_at > self.now()
-        ]
-        return min(waiting, default=None)
+        now = self.now()
+        queued = [job for job in self.jobs(status=Status.QUEUED) if job.type in names]
+        waiting = [job.run_at for job in queued if job.run_at > now]
+        return min([*waiting, *self._next_rate_starts(queued, now)], default=None)
+
+    def _next_rate_starts(self, queued: list[Job], now: datetime) -> Iterator[datetime]:
+        """When the due jobs held by their rate limit may start (their key's next start, as
+        the store's recorded starts say: jobs_core.rates), so :meth:`drain` moves the clock
+        there as a worker's claims would wait for it."""
+        seen: set[tuple[str, str]] = set()
+        for job in queued:
+            rate = self.registry.get(job.type).rate
+            key = job.concurrency_key
+            if rate is None or key is None or job.run_at > now or (job.type, key) in seen:
+                continue
+            seen.add((job.type, key))
+            starts = self.store.waiting_facts(job, now).rate_starts
+            at = rates.next_start(starts, rate, now)
+            if at is not None:
+                yield at
 
     def _stop(self, job: Job, ctx: JobContext, reason: CancelReason) -> None:
         """Stop the attempt of ``job`` for ``reason`` as the worker would."""

@@ -59,6 +59,9 @@ export const api = {
     return request("GET", `/jobs?${query}`);
   },
   getJob: (id) => request("GET", `/jobs/${encodeURIComponent(id)}`),
+  /** What a job waits (or waited) for: its dependencies, a batch's members, a parent's
+   * children, and how each ended (GET /jobs/{id}/awaited). */
+  awaited: (id) => request("GET", `/jobs/${encodeURIComponent(id)}/awaited`),
   stats: () => request("GET", "/jobs/stats"),
   /** The org's quotas, its use of them and the ones it is near (GET /quotas). */
   quotas: () => request("GET", "/quotas"),

@@ -14,6 +14,7 @@ const OUTCOMES = {
   snoozed: ["snoozed", "scheduled"],
   handed_back: ["handed back", "queued"],
   lost: ["lost", "failed"],
+  waiting: ["waited for its children", "waiting"],
 };
 
 const OUTCOME_HELP = {
@@ -21,6 +22,7 @@ const OUTCOME_HELP = {
   snoozed: "the handler asked to run again later",
   handed_back: "its worker shut down; the attempt was refunded",
   lost: "its worker went silent; the sweep ended the attempt",
+  waiting: "the handler waited for the children it enqueued; the job ran again once they ended",
 };
 
 function attemptRow(attempt) {

@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { renderAttempts } from "./attempts.js";
+import { renderAwaited } from "./awaited.js";
 // (app.js imports this module too: toast is read when a detail is drawn, never at load)
 import { toast } from "./app.js";
 import { duration, stamp } from "./format.js";
@@ -41,6 +42,7 @@ export function renderDetail(job) {
     h("span", { className: "what", text: what }),
     h("span", { className: "offset", text: at === job.created_at ? "" : `+${duration(Date.parse(at) - created)}` }))));
   renderAttempts($("#detail-attempts"), job, () => reread(job.id));
+  renderAwaited(job, openDetail);
   $("#detail-payload").textContent = json(job.payload);
   const trace = traceback(job);
   // The traceback reads as text under Error, not as one escaped JSON string here as well.
