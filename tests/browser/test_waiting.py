@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from playwright.sync_api import BrowserContext, expect
 
-from tests.browser.helpers import System, sign_in
+from tests.browser.helpers import System, screenshot_dir, sign_in
 from tests.cli.helpers import last_line, ok, run_jobs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -76,6 +76,10 @@ def test_a_batch_callback_waits_for_its_members_then_runs(
     expect(detail.locator("#detail-awaited li")).to_have_count(2)
     expect(detail.locator("#detail-status .badge")).to_have_text("done", timeout=60_000)
     expect(detail.locator("#detail-awaited-summary")).to_have_text("2 of 2 ended · 2 done")
+    for width, height in ((390, 844), (1280, 800), (1920, 1080)):  # looked at by a person
+        panel.set_viewport_size({"width": width, "height": height})
+        detail.locator("#detail-awaited-section").scroll_into_view_if_needed()
+        panel.screenshot(path=str(screenshot_dir() / f"awaited-{width}x{height}.png"))
     member = batch["members"][0]
     detail.locator(f"#detail-awaited li[data-id='{member}'] a").click()
     expect(detail.locator("#detail-title")).to_contain_text(member)
