@@ -2,7 +2,8 @@
 and worker run ``fanout`` (tests/browser/fanout_registry.py), whose handler enqueues 60 ``kid``
 children and waits for them. Its row says how many have ended ("done/total"), a keyboard
 operable disclosure (aria-expanded) shows them as indented rows, 50 then "Show 10 more", kept
-live by the stream until all have ended; a child opens its own detail."""
+live by the stream until all have ended; a child opens its own detail, and one deleted leaves
+the group and the count."""
 
 from __future__ import annotations
 
@@ -118,6 +119,13 @@ def test_a_parent_row_expands_to_its_children_and_counts_those_ended(
         expect(detail.locator("#detail-title")).to_contain_text(child_id[-8:])
         panel.keyboard.press("Escape")
         expect(detail).to_be_hidden()
+
+        # A child deleted from its row leaves the group, and the parent's count follows.
+        last = children.last
+        last.locator("button[data-action='delete']").click()
+        panel.locator("#confirm-delete").click()
+        expect(children).to_have_count(CHILDREN - 1)
+        expect(toggle).to_contain_text(f"{CHILDREN - 1}/{CHILDREN - 1}")
 
         # Space closes it again; the children leave, the parent stays.
         toggle.focus()

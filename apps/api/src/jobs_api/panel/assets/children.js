@@ -184,6 +184,23 @@ function more(parentId) {
   load(parentId, found.jobs.size === 0); // after an error with none read: from the start
 }
 
+/** A job was deleted: gone from its parent's children too (the parent's count is read again). */
+export function childGone(id) {
+  const parentId = state.childOf.get(id);
+  if (!parentId) return;
+  state.childOf.delete(id);
+  const found = state.kids.get(parentId);
+  const tr = found?.rows.get(id);
+  if (tr) {
+    rowObserver.unobserve(tr);
+    state.visible.delete(tr);
+    tr.remove();
+  }
+  found?.rows.delete(id);
+  found?.jobs.delete(id);
+  mark(parentId);
+}
+
 /** A parent's row was drawn again (or placed): its children follow it. */
 export function parentDrawn(parentId) {
   if (isOpen(parentId)) draw(parentId);

@@ -4,7 +4,7 @@ import { api, ApiError } from "./api.js";
 // (app.js imports this module too: these are read when a row is drawn, never at load)
 import { act, applyEvent, confirmDelete, openDetail, quotaNote, renderDetail, toast } from "./app.js";
 import { selectionChanged } from "./bulk.js";
-import { collapse, disclosure, isOpen, parentDrawn } from "./children.js";
+import { childGone, collapse, disclosure, isOpen, parentDrawn } from "./children.js";
 import { age, count, duration, fraction, shortId, stamp, target, until } from "./format.js";
 import { PAGE, LIVE_ROWS, FINISHED, FILTERS, $, state } from "./state.js";
 
@@ -334,6 +334,7 @@ export function remove(id) {
     delete $("#detail-actions").dataset.sig;
   }
   dropRow(id);
+  childGone(id); // a child's row under its expanded parent leaves too
   updateEmpty();
 }
 
