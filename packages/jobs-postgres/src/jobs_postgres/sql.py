@@ -416,9 +416,10 @@ def list_jobs(
     order: the matching rows are sorted for the top ``limit`` (the read the CLI made before it
     was a port method; an operator's, rare).
 
-    With ``parent_id``, only that job's children: ``jobs_parent_idx`` (migration 0019, decision
-    0045) finds them, and they are sorted for the page (a parent's children are at most the
-    ten thousand its attempts may hold, times its rounds of waiting).
+    With ``parent_id``, only that job's children: read through ``jobs_parent_idx`` (migration
+    0019, decision 0045) and sorted for the page, or through the org's index above filtered on
+    ``parent_id`` when they are among its newest jobs, the planner choosing (a parent's
+    children are at most the ten thousand its attempts may hold, times its rounds of waiting).
     """
     conditions: list[ColumnElement[bool]] = [] if org_id is None else [jobs.c.org_id == org_id]
     if statuses is not None:
