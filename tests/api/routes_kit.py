@@ -28,6 +28,7 @@ JOB_FIELDS = {
     "priority",
     "snoozes",
     "parent_id",
+    "children",
     "waiting",
     "attempt_history",
     "truncated",

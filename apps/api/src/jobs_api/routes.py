@@ -166,7 +166,8 @@ def list_jobs(
 ) -> JobPage:
     """One page of the org's jobs; ``next_cursor`` is null on the last page. A payload,
     progress or report larger than ``JOBS_LIST_FIELD_BYTES`` (its JSON) is null and named in
-    the job's ``truncated``; ``GET /jobs/{id}`` has it."""
+    the job's ``truncated``; ``GET /jobs/{id}`` has it. With ``parent_id``, only that job's
+    children; each job that has children says how many and how many ended (``children``)."""
     before = None
     if params.cursor is not None:
         try:
@@ -179,15 +180,18 @@ def list_jobs(
     query = JobFilter(
         statuses=None if params.status is None else params.status.statuses(),
         type=params.type,
+        parent_id=params.parent_id,
         limit=limit + 1,  # one more tells whether a next page exists
         before=before,
         # Large values stay in the store: a page is at most limit x 3 x this, whatever the jobs.
         field_bytes=int(_container(request).config.list_field_bytes()),
     )
-    jobs = reads.service(org).list_jobs(org, query)
+    service = reads.service(org)
+    jobs = service.list_jobs(org, query)
     page, more = jobs[:limit], len(jobs) > limit
+    children = service.children_counts(org, [job.id for job in page])  # one read per page
     return JobPage(
-        items=[JobOut.of(job) for job in page],
+        items=[JobOut.of(job, children=children.get(job.id)) for job in page],
         next_cursor=encode_cursor(page[-1]) if more else None,
     )
 
@@ -222,7 +226,8 @@ def get_job(job_id: JobIdPath, org: CurrentOrgDep, reads: ReadsDep) -> Response:
     found = service.get(org, _job_id(job_id))
     waiting = service.why_waiting(found) if found.status in WAITS_OR_QUEUED else None
     history = service.attempts(org, found.id)
-    job = JobOut.of(found, waiting, history)
+    children = service.children_counts(org, [found.id]).get(found.id)
+    job = JobOut.of(found, waiting, history, children)
     return Response(job.model_dump_json(), media_type="application/json")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from jobs_core import ACTIVE, FINISHED, Job, Status
 from jobs_core.domain import PRIORITY_MAX, PRIORITY_MIN
 from jobs_core.history import AttemptOutcome, AttemptRecord
-from jobs_core.listing import Elided, elided_fields
+from jobs_core.listing import ChildCounts, Elided, elided_fields
 from jobs_core.waiting import WaitReason
 from jobs_core.waits import MAX_DEPENDENCIES
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,6 +60,19 @@ class AttemptOut(BaseModel):
         )
 
 
+class ChildrenOut(BaseModel):
+    """A parent's children (the jobs its handler enqueued, ``ctx.enqueue``): how many it has
+    and how many of them have ended (done, failed or cancelled)."""
+
+    total: int
+    ended: int
+
+    @classmethod
+    def of(cls, counts: ChildCounts | None) -> ChildrenOut | None:
+        """The representation of the store's counts (None for a job with no child)."""
+        return None if counts is None else cls(total=counts.total, ended=counts.ended)
+
+
 class JobOut(BaseModel):
     """A job as an org sees it: the fields of docs/contract.md §8 plus its attempt and scheduling
     state.
@@ -94,6 +107,14 @@ class JobOut(BaseModel):
         default=None,
         description="The job whose handler enqueued this one (ctx.enqueue); null for any other.",
     )
+    children: ChildrenOut | None = Field(
+        default=None,
+        description=(
+            "In a list (GET /jobs) and a job read alone: its children and how many have "
+            "ended; null for a job with none (and in an event). List them with "
+            "GET /jobs?parent_id=."
+        ),
+    )
     waiting: list[WaitingOut] | None = Field(
         default=None,
         description="For a queued job read alone (GET /jobs/{id}): why it has not started yet.",
@@ -119,9 +140,10 @@ class JobOut(BaseModel):
         job: Job,
         waiting: list[WaitReason] | None = None,
         history: list[AttemptRecord] | None = None,
+        children: ChildCounts | None = None,
     ) -> JobOut:
-        """The representation of a domain job (with why it waits and its attempts, when
-        given)."""
+        """The representation of a domain job (with why it waits, its attempts and its
+        children's counts, when given)."""
         left_out = elided_fields(job)
         return cls(
             id=job.id,
@@ -142,6 +164,7 @@ class JobOut(BaseModel):
             priority=job.priority,
             snoozes=job.snoozes,
             parent_id=job.parent_id,
+            children=ChildrenOut.of(children),
             waiting=None
             if waiting is None
             else [WaitingOut(code=r.code, message=r.message) for r in waiting],
@@ -267,6 +290,13 @@ class ListParams(BaseModel):
     )
     type: str | None = Field(
         default=None, max_length=100, pattern=r"^[^\x00]*$", description="A job type."
+    )
+    parent_id: uuid.UUID | None = Field(
+        default=None,
+        description=(
+            "Only the children of this job (the jobs its handler enqueued): an empty page for "
+            "a job of another org. A UUID."
+        ),
     )
     limit: int = Field(default=DEFAULT_PAGE, ge=1, le=MAX_PAGE)
     cursor: str | None = Field(

@@ -342,6 +342,12 @@ def _add_job_commands(sub: Any) -> None:
     )
     ls.add_argument("--type", metavar="T", help="only jobs of this type")
     ls.add_argument(
+        "--parent",
+        metavar="ID",
+        help="only the children of job ID (the jobs its handler enqueued; with --org, only if "
+        "ID is that org's job)",
+    )
+    ls.add_argument(
         "--limit", type=_positive_int, default=20, metavar="N", help="at most N jobs (default: 20)"
     )
     _json_flag(ls)
@@ -351,7 +357,8 @@ def _add_job_commands(sub: Any) -> None:
         "show",
         "jobs_cli.commands.jobs:show",
         "show one job in full",
-        "Show one job in full; for a queued job, why it has not started yet.",
+        "Show one job in full; for a queued job, why it has not started yet; for a parent, how "
+        "many of its children have ended (list them with jobs ls --parent ID).",
     )
     show.add_argument("job_id", metavar="ID", help="the job's id")
     _org(show, required=False, what="the org that owns the job (default: any org)")

@@ -13,6 +13,7 @@ from typing import Any
 
 from jobs_core import Job, Status
 from jobs_core.history import AttemptRecord
+from jobs_core.listing import ChildCounts
 from jobs_core.waiting import WaitReason
 
 BAR_WIDTH = 10
@@ -157,10 +158,11 @@ def job_details(
     now: datetime,
     waiting: Sequence[WaitReason] = (),
     attempts: Sequence[AttemptRecord] = (),
+    children: ChildCounts | None = None,
 ) -> str:
-    """The ``jobs show`` view: one field per line (why a queued job waits among them), the JSON
-    documents, then each attempt; a traceback is printed as the text it is, never as a JSON
-    string."""
+    """The ``jobs show`` view: one field per line (why a queued job waits among them, how many
+    of its children ended), the JSON documents, then each attempt; a traceback is printed as
+    the text it is, never as a JSON string."""
     progress = progress_cell(job)
     fields = [
         ("id", str(job.id)),
@@ -172,6 +174,7 @@ def job_details(
         ("priority", str(job.priority)),
         ("snoozes", str(job.snoozes)),
         ("parent", str(job.parent_id) if job.parent_id is not None else "-"),
+        ("children", "-" if children is None else f"{children.ended} of {children.total} ended"),
         ("created", _instant(job.created_at, now)),
         ("run at", _instant(job.run_at, now)),
         ("started", _instant(job.started_at, now)),

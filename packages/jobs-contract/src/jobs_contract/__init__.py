@@ -76,7 +76,7 @@ ROLES = {
         "jobs_contract.listing",
     ),
     "jobs_core.ports.History": ("jobs_contract.history",),
-    "jobs_core.ports.Overview": ("jobs_contract.overview",),
+    "jobs_core.ports.Overview": ("jobs_contract.overview", "jobs_contract.listing"),
     "jobs_core.ports.Waits": ("jobs_contract.waits",),
     "jobs_core.ports.OperatorReads": ("jobs_contract.operator_reads",),
     "jobs_core.workers.WorkerRegistry": ("jobs_contract.workers",),

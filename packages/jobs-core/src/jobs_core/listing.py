@@ -7,16 +7,24 @@ JSON text is larger as an :class:`Elided` instead: an empty mapping that says ho
 is. The whole job stays readable one at a time (``JobService.get``). Every store applies the
 same rule (the memory store with :func:`elide`; PostgreSQL in its list query, so the large
 values never leave the database); the contract suite checks they agree.
+
+A listed job that has children (``ctx.enqueue``) shows how far they are: :class:`ChildCounts`,
+read for the ids of a page in one grouped read (:meth:`jobs_core.ports.OrgJobs.children_counts`,
+decision 0045). A child has *ended* when its status is one of :data:`CHILD_ENDED` (the rule of
+:func:`count_children`; PostgreSQL is given the same set).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jobs_core.domain import Job
+from jobs_core.states import FINISHED, Status
 
 LISTED_FIELDS: tuple[str, ...] = ("payload", "progress", "report")
 """The fields of a job a bounded read may leave out."""
@@ -74,3 +82,30 @@ def elide(job: Job, max_bytes: int | None) -> Job:
 def elided_fields(job: Job) -> list[str]:
     """The names of the fields left out of ``job``, in :data:`LISTED_FIELDS` order."""
     return [name for name in LISTED_FIELDS if isinstance(getattr(job, name), Elided)]
+
+
+CHILD_ENDED: frozenset[Status] = FINISHED
+"""The statuses of a child that count as ended: done, failed, cancelled."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildCounts:
+    """A parent's children: how many it has (``total``) and how many have ended (``ended``)."""
+
+    total: int
+    ended: int
+
+
+def count_children(
+    jobs: Iterable[Job], parent_ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, ChildCounts]:
+    """The :class:`ChildCounts` of each of ``parent_ids`` among ``jobs`` (those whose
+    ``parent_id`` it is); a parent with no child is absent."""
+    wanted = set(parent_ids)
+    totals: dict[uuid.UUID, list[int]] = {}
+    for job in jobs:
+        if job.parent_id is not None and job.parent_id in wanted:
+            counts = totals.setdefault(job.parent_id, [0, 0])
+            counts[0] += 1
+            counts[1] += job.status in CHILD_ENDED
+    return {parent: ChildCounts(total, ended) for parent, (total, ended) in totals.items()}

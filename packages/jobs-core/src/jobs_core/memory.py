@@ -23,18 +23,19 @@ from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.events import InMemoryEventLog
 from jobs_core.history import AttemptRecord
-from jobs_core.listing import elide
+from jobs_core.memory_listing import MemoryListing, queue_order
 from jobs_core.memory_overview import MemoryOverview
 from jobs_core.memory_waits import MemoryWaits
 from jobs_core.observe import active_state
 from jobs_core.pauses import TypePause
-from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
+from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, WaitingFacts
 from jobs_core.workers import WorkerInfo, live_after
 
 
-class InMemoryJobStore(MemoryOverview, MemoryWaits):
-    """A thread-safe job store held in a dict (its Overview role: :mod:`jobs_core.
-    memory_overview`; its Waits role: :mod:`jobs_core.memory_waits`)."""
+class InMemoryJobStore(MemoryListing, MemoryOverview, MemoryWaits):
+    """A thread-safe job store held in a dict (its listed reads: :mod:`jobs_core.
+    memory_listing`; its Overview role: :mod:`jobs_core.memory_overview`; its Waits role:
+    :mod:`jobs_core.memory_waits`)."""
 
     def __init__(self, id_factory: Callable[[], uuid.UUID] = uuid7) -> None:
         self.events = InMemoryEventLog()
@@ -61,7 +62,7 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
     def jobs(self) -> list[Job]:
         """Every job, oldest first."""
         with self._lock:
-            return sorted(self._jobs.values(), key=_queue_order)
+            return sorted(self._jobs.values(), key=queue_order)
 
     def wait_for_change(self, generation: int, timeout: float) -> int:
         """Block until a job is enqueued or re-queued after ``generation``; the new generation."""
@@ -261,7 +262,7 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         """Running jobs not seen since ``stale_before``."""
         with self._lock:
             stale = [j for j in self._jobs.values() if domain.is_stale(j, stale_before)]
-            return sorted(stale, key=_queue_order)[:limit]
+            return sorted(stale, key=queue_order)[:limit]
 
     def take_end_hooks(
         self, types: Sequence[str], limit: int, now: datetime, retry_at: datetime
@@ -372,24 +373,6 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
         with self._lock:
             return self._own(org_id, job_id)
 
-    def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
-        """The org's jobs, newest first."""
-        return self._listed(org_id, query)
-
-    def _listed(self, org_id: str | None, query: JobFilter) -> list[Job]:
-        """The jobs of ``org_id`` (of every org with None) matching ``query``, newest first."""
-        with self._lock:
-            rows = [
-                j
-                for j in self._jobs.values()
-                if (org_id is None or j.org_id == org_id)
-                and (query.statuses is None or j.status in query.statuses)
-                and (query.type is None or j.type == query.type)
-                and (query.before is None or (j.created_at, j.id) < query.before)
-            ]
-        rows.sort(key=_queue_order, reverse=True)
-        return [elide(job, query.field_bytes) for job in rows[: max(0, query.limit)]]
-
     def stats(self, org_id: str) -> dict[Status, int]:
         """Count per status."""
         counts = dict.fromkeys(Status, 0)
@@ -461,10 +444,6 @@ class InMemoryJobStore(MemoryOverview, MemoryWaits):
             states = [(job.type, active_state(job, now)) for job in self._jobs.values()]
         return dict(Counter((t, s) for t, s in states if s is not None))
 
-    def list_all_orgs(self, query: JobFilter) -> list[Job]:
-        """The jobs of every org matching ``query``, newest first."""
-        return self._listed(None, query)
-
 
 class InMemoryWakeup:
     """Wakes a worker when the in-memory store gets new work."""
@@ -486,10 +465,6 @@ class InMemoryWakeup:
     def close(self) -> None:
         """Stop waiting."""
         self._closed = True
-
-
-def _queue_order(job: Job) -> tuple[datetime, uuid.UUID]:
-    return (job.created_at, job.id)
 
 
 def _copied(new: NewJob) -> NewJob:

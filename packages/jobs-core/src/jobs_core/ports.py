@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, Protocol
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.flow import ClaimLimits, FairTurn
 from jobs_core.history import AttemptRecord
+from jobs_core.listing import ChildCounts
 from jobs_core.overview import BucketFacts, Window
 from jobs_core.pauses import TypePause
 from jobs_core.waits import Awaited, Release, WaitRule
@@ -56,6 +57,8 @@ class JobFilter:
     field_bytes: int | None = None
     """Payloads, progress and reports whose JSON text is larger come back as
     :class:`jobs_core.listing.Elided` (None: every value whole)."""
+    parent_id: uuid.UUID | None = None
+    """Only the children of this job (those whose ``parent_id`` it is: ``ctx.enqueue``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,8 +374,9 @@ class Waits(Protocol):
 
 class Overview(Protocol):
     """An org's operations view (:mod:`jobs_core.overview`, issue 24): its jobs counted per
-    type, what finished per bucket of a window, and its jobs found by a part of their id. Every
-    read is scoped to the org. Contract: ``jobs_contract.overview``."""
+    type, what finished per bucket of a window, its jobs found by a part of their id, and the
+    children of the jobs a page shows counted. Every read is scoped to the org. Contract:
+    ``jobs_contract.overview``, ``listing``."""
 
     def type_counts(
         self, org_id: str, statuses: frozenset[Status] | None, type_name: str | None
@@ -391,6 +395,14 @@ class Overview(Protocol):
     def find_by_prefix(self, org_id: str, prefix: str, limit: int) -> list[Job]:
         """Up to ``limit`` of the org's jobs whose id's hex digits start with ``prefix``
         (:func:`jobs_core.overview.prefix_bounds`), by id."""
+        ...
+
+    def children_counts(
+        self, org_id: str, parent_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, ChildCounts]:
+        """For each of ``parent_ids`` that has children of the org, how many it has and how
+        many of them have ended (:func:`jobs_core.listing.count_children`), in one read; a job
+        with none is absent. The rows of a listed page ask it for their ids (decision 0045)."""
         ...
 
     def find_by_short_id(self, org_id: str, short: str, limit: int) -> list[Job]:

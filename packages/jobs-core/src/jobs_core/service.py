@@ -21,6 +21,7 @@ from jobs_core.domain import AttemptRef, Job, NewJob, Outcome, Status
 from jobs_core.errors import DedupConflict, InvalidTransition, JobNotFound
 from jobs_core.history import AttemptRecord
 from jobs_core.hooks import call_end_hook
+from jobs_core.listing import ChildCounts
 from jobs_core.observe import NoObserver, Observer
 from jobs_core.pauses import TypePause
 from jobs_core.ports import ClaimNext, Clock, JobFilter, JobStore
@@ -187,6 +188,13 @@ class JobService(WaitUseCases):
     def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
         """The org's jobs, newest first."""
         return self.store.list_jobs(org_id, query)
+
+    def children_counts(
+        self, org_id: str, parent_ids: Sequence[uuid.UUID]
+    ) -> dict[uuid.UUID, ChildCounts]:
+        """How many children each of the org's ``parent_ids`` has and how many ended, in one
+        read (a job with none is absent; decision 0045)."""
+        return self.store.children_counts(org_id, parent_ids)
 
     def get_any_org(self, job_id: uuid.UUID) -> Job:
         """The job with this id, whichever org owns it (an operator's read: the CLI);

@@ -91,7 +91,8 @@ jobs = Table(
     Column("checkpoint", JSONB),
     # -- children (migration 0013_job_parent, decision 0038) --------------------------------------
     # The job whose handler enqueued this one (ctx.enqueue), same org; NULL for any other. No
-    # foreign key: a parent may be deleted (retention, jobs rm) before its children.
+    # foreign key: a parent may be deleted (retention, jobs rm) before its children. Indexed
+    # for the children of a job (jobs_parent_idx, migration 0019).
     Column("parent_id", UUID(as_uuid=True)),
     # -- tracing (migration 0015_job_trace_context, decision 0039) ---------------------------------
     # The W3C trace context of the job's enqueue ({"traceparent": ...}); NULL with tracing off.
@@ -157,6 +158,10 @@ Index(
 
 # Waiting jobs per type (decision 0041): the gauges; only the waiting rows.
 Index("jobs_waiting_idx", jobs.c.type, postgresql_where=text("status = 'waiting'"))
+
+# A job's children (migration 0019, decision 0045): GET /jobs?parent_id=, the children counts
+# of a listed page. Only children have an entry; parent_id never changes (HOT updates kept).
+Index("jobs_parent_idx", jobs.c.parent_id, postgresql_where=text("parent_id IS NOT NULL"))
 
 # Live worker processes (jobs_core.workers): operators' view; never shown to tenants.
 job_workers = Table(

@@ -400,6 +400,7 @@ def list_jobs(
     limit: int,
     *,
     field_bytes: int | None = None,
+    parent_id: object | None = None,
 ) -> Select[tuple[object, ...]]:
     """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id); with
     ``org_id`` None, the jobs of every org (an operator's read: the CLI's ``jobs ls``).
@@ -414,12 +415,19 @@ def list_jobs(
     and the row comparison of the cursor is an index condition. Across orgs no index has that
     order: the matching rows are sorted for the top ``limit`` (the read the CLI made before it
     was a port method; an operator's, rare).
+
+    With ``parent_id``, only that job's children: read through ``jobs_parent_idx`` (migration
+    0019, decision 0045) and sorted for the page, or through the org's index above filtered on
+    ``parent_id`` when they are among its newest jobs, the planner choosing (a parent's
+    children are at most the ten thousand its attempts may hold, times its rounds of waiting).
     """
     conditions: list[ColumnElement[bool]] = [] if org_id is None else [jobs.c.org_id == org_id]
     if statuses is not None:
         conditions.append(jobs.c.status.in_(list(statuses)))
     if type_name is not None:
         conditions.append(jobs.c.type == type_name)
+    if parent_id is not None:
+        conditions.append(jobs.c.parent_id == parent_id)
     if before is not None:
         conditions.append(tuple_(jobs.c.created_at, jobs.c.id) < tuple_(*before))
     columns: list[ColumnElement[Any]] = [jobs.c[name] for name in COLUMNS]

@@ -32,6 +32,7 @@ from jobs_postgres import bulk, claims, flow, sql
 from jobs_postgres.children import array_insert, children_of, has_children, is_child
 from jobs_postgres.connections import Execute
 from jobs_postgres.errors import unique_violation
+from jobs_postgres.listing_rows import ListingRows
 from jobs_postgres.operator_rows import OperatorRows
 from jobs_postgres.overview_rows import OverviewRows
 from jobs_postgres.pauses import TypePauseRows
@@ -57,7 +58,13 @@ COPY_UNKEYED_FROM = 100
 
 
 class PostgresJobStore(
-    RecoveryRows, WorkerRegistryRows, OperatorRows, TypePauseRows, OverviewRows, WaitRows
+    RecoveryRows,
+    WorkerRegistryRows,
+    OperatorRows,
+    TypePauseRows,
+    OverviewRows,
+    WaitRows,
+    ListingRows,
 ):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
@@ -365,7 +372,13 @@ class PostgresJobStore(
         statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
         cap = query.field_bytes
         statement = sql.list_jobs(
-            org_id, statuses, query.type, query.before, query.limit, field_bytes=cap
+            org_id,
+            statuses,
+            query.type,
+            query.before,
+            query.limit,
+            field_bytes=cap,
+            parent_id=query.parent_id,
         )
         as_job = job_from_row if cap is None else listed_row
         return self._retried(lambda conn, _: [as_job(row) for row in conn.execute(statement)])

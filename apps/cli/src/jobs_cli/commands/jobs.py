@@ -162,6 +162,7 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
     query = JobFilter(
         statuses=parse_statuses(args.status),
         type=args.type,
+        parent_id=None if args.parent is None else parse_job_id(args.parent),
         limit=args.limit,
     )
     with db.store(settings) as store:
@@ -171,7 +172,8 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
         print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
         return 0
     if not jobs:
-        print("no jobs" + (f" for org {args.org}" if args.org else ""))
+        of = f" of job {query.parent_id}" if query.parent_id is not None else ""
+        print("no jobs" + (f" for org {args.org}" if args.org else "") + of)
         return 0
     print(render.jobs_table(jobs, SystemClock().now(), with_org=args.org is None))
     return 0
@@ -191,6 +193,7 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
                 raise CliError(f"no job with id {job_id}") from None
         history = svc.attempts(job.org_id, job.id)
         awaited = svc.awaited(job.org_id, job.id)  # its dependencies, a callback's batch
+        children = svc.children_counts(job.org_id, [job.id]).get(job.id)
         waiting = svc.why_waiting(job) if job.status is Status.WAITING else []
         if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
             waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
@@ -199,12 +202,15 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
         if job.status in (Status.QUEUED, Status.WAITING):
             document["waiting"] = [{"code": r.code, "message": r.message} for r in waiting]
         document["attempt_history"] = render.attempts_json(history)
+        document["children"] = (
+            None if children is None else {"total": children.total, "ended": children.ended}
+        )
         document["awaited"] = [
             {"id": str(a.id), "type": a.type, "status": a.status.value} for a in awaited.jobs
         ]
         print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
-        print(render.job_details(job, SystemClock().now(), waiting, history))
+        print(render.job_details(job, SystemClock().now(), waiting, history, children))
         if awaited.jobs:
             counts = ", ".join(f"{n} {s.value}" for s, n in awaited.counts.items() if n)
             print(f"awaits       {awaited.ended} of {len(awaited.jobs)} ended ({counts})")

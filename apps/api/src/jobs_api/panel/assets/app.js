@@ -10,6 +10,7 @@ import { PayloadFields } from "./form.js";
 import { typePauses } from "./pauses.js";
 import { QuotaNote } from "./quota.js";
 import { BulkBar } from "./bulk.js";
+import { jobChanged } from "./children.js";
 import { detailClosed, openDetail, renderDetail } from "./detail.js";
 import { age, duration, shortId } from "./format.js";
 import { OverviewView } from "./overview.js";
@@ -43,9 +44,21 @@ export function applyEvent(event) {
     return;
   }
   const change = event.change;
-  if (change.deleted) remove(change.id);
-  // The event log keeps no priority (its job's is always the default): keep what the list said.
-  else upsert({ ...change.job, priority: state.jobs.get(change.job.id)?.priority ?? 0 });
+  if (change.deleted) {
+    remove(change.id);
+    notifyIfMine(change);
+    return;
+  }
+  // The event log keeps no priority (its job's is always the default), no parent and no count
+  // of children: keep what the list said (a parent unknown stays undefined: children.js).
+  const known = state.jobs.get(change.job.id);
+  upsert({
+    ...change.job,
+    priority: known?.priority ?? 0,
+    parent_id: change.job.parent_id ?? (known ? known.parent_id : undefined),
+    children: known?.children ?? null,
+  });
+  jobChanged(change.job, known);
   notifyIfMine(change);
 }
 
@@ -313,12 +326,13 @@ function jumpToJob(id) {
 function tick() {
   const now = Date.now();
   for (const tr of state.visible) {
-    const job = state.jobs.get(tr.dataset.id);
+    const parent = tr.dataset.parent; // a child's row (children.js)
+    const job = parent ? state.kids.get(parent)?.jobs.get(tr.dataset.childId) : state.jobs.get(tr.dataset.id);
     if (!job) continue;
     tr.querySelector(".age").textContent = age(now - Date.parse(job.created_at));
     if (job.status === "running") tr.querySelector(".duration").textContent = duration(durationMs(job, now));
     if (job.status === "queued") {
-      renderRow(job, tr); // scheduled or retrying becomes queued when due
+      renderRow(job, tr, parent || null); // scheduled or retrying becomes queued when due
       const when = eta(job, now);
       if (when !== null) tr.querySelector(".eta").textContent = when;
     }

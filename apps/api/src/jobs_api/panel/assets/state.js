@@ -34,4 +34,6 @@ export const state = {
   view: "jobs", // or "overview", "schedules"
   window: "hour", // the Overview's: or "day"
   selected: new Set(), // ids of the jobs ticked for a bulk action
+  kids: new Map(), // parent id -> its expanded children (children.js)
+  childOf: new Map(), // id of a child shown under its parent -> the parent's id
 };

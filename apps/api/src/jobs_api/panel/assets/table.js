@@ -4,6 +4,7 @@ import { api, ApiError } from "./api.js";
 // (app.js imports this module too: these are read when a row is drawn, never at load)
 import { act, applyEvent, confirmDelete, openDetail, quotaNote, renderDetail, toast } from "./app.js";
 import { selectionChanged } from "./bulk.js";
+import { childGone, collapse, disclosure, isOpen, parentDrawn } from "./children.js";
 import { age, count, duration, fraction, shortId, stamp, target, until } from "./format.js";
 import { PAGE, LIVE_ROWS, FINISHED, FILTERS, $, state } from "./state.js";
 
@@ -183,13 +184,15 @@ export function actionButtons(job, where) {
 
 /** The row's cells as [class, signature, build]: a cell is rebuilt only when its signature
  * changed, so a progress event never takes the keyboard focus from a button of the row, nor
- * closes an error someone opened. */
-export function cells(job, now) {
+ * closes an error someone opened. A child's row (`child`: shown under its expanded parent,
+ * children.js) has no box to tick and is indented. */
+export function cells(job, now, child = false) {
   const ms = durationMs(job, now);
   const label = statusLabel(job, now);
   const when = eta(job, now);
+  const kids = job.children ? `${job.children.ended}/${job.children.total}|${isOpen(job.id)}` : "";
   return [
-    ["select", job.id, () => [h("input", {
+    child ? ["select", "child", () => []] : ["select", job.id, () => [h("input", {
       type: "checkbox", className: "pick", "aria-label": `Select ${job.type} ${shortId(job.id)}`,
       checked: state.selected.has(job.id),
       onchange: (event) => {
@@ -198,7 +201,8 @@ export function cells(job, now) {
         selectionChanged();
       },
     })]],
-    ["type", `${job.id}|${job.priority}`, () => [
+    ["type", `${job.id}|${job.priority}|${kids}`, () => [
+      child ? h("span", { className: "child-mark", "aria-hidden": "true" }) : null,
       h("button", {
         type: "button", className: "link", "aria-haspopup": "dialog",
         "aria-label": `${job.type} ${shortId(job.id)}: open details`, onclick: () => openDetail(job.id),
@@ -206,7 +210,8 @@ export function cells(job, now) {
       h("span", { className: "id mono", text: shortId(job.id), title: job.id }),
       job.priority ? h("span", {
         className: "prio", text: `P${job.priority}`, title: `priority ${job.priority} (default 0)`,
-      }) : null]],
+      }) : null,
+      child ? null : disclosure(job)]],
     ["target", "", () => [h("span", { text: target(job.payload) })]],
     ["status", label, () => [h("span", { className: `badge status-${label}`, text: label }),
       when === null ? null : h("span", { className: "eta", text: when, title: stamp(job.run_at) })]],
@@ -219,12 +224,17 @@ export function cells(job, now) {
   ];
 }
 
-export function renderRow(job, tr = h("tr")) {
+/** Draw `job`'s row in `tr` (a new one by default); with `parentId`, as a child's row under
+ * that parent (`data-child-id`, not `data-id`: the same job may also be a row of the list). */
+export function renderRow(job, tr = h("tr"), parentId = null) {
   const now = Date.now();
-  tr.className = `row row-${job.status}`;
-  tr.dataset.id = job.id;
+  tr.className = `row row-${job.status}${parentId ? " child" : ""}`;
+  if (parentId) {
+    tr.dataset.childId = job.id;
+    tr.dataset.parent = parentId;
+  } else tr.dataset.id = job.id;
   tr.dataset.status = job.status;
-  const specs = cells(job, now);
+  const specs = cells(job, now, parentId !== null);
   if (tr.children.length !== specs.length) {
     tr.replaceChildren(...specs.map(([className]) => h("td", { className })));
   }
@@ -232,9 +242,10 @@ export function renderRow(job, tr = h("tr")) {
     const td = tr.children[index];
     if (td.dataset.sig === signature && td.dataset.sig !== undefined) return;
     const hadFocus = td.contains(document.activeElement);
+    const again = document.activeElement?.classList?.contains("kids") ? "button.kids" : "button";
     td.replaceChildren(...build().filter((node) => node !== null));
     td.dataset.sig = signature;
-    if (hadFocus) (td.querySelector("button") || tr.querySelector("td.type button")).focus();
+    if (hadFocus) (td.querySelector(again) || tr.querySelector("td.type button")).focus();
   });
   tr.querySelector("td.target").title = JSON.stringify(job.payload);
   tr.querySelector("td.age").title = stamp(job.created_at);
@@ -267,9 +278,11 @@ export function placeRow(job) {
     }
     body.insertBefore(tr, before);
   }
+  parentDrawn(job.id); // an expanded parent's children follow its row
 }
 
 export function dropRow(id) {
+  collapse(id, true);
   const tr = state.rows.get(id);
   if (tr) {
     rowObserver.unobserve(tr);
@@ -321,6 +334,7 @@ export function remove(id) {
     delete $("#detail-actions").dataset.sig;
   }
   dropRow(id);
+  childGone(id); // a child's row under its expanded parent leaves too
   updateEmpty();
 }
 
