@@ -11,9 +11,10 @@ the steps of :func:`jobs_core.claims.choose` one for one:
 2. it locks up to ``:limit`` candidates ``FOR UPDATE SKIP LOCKED``: concurrent claimers never
    wait on nor take the same job;
 3. without limits, the same statement claims them (``claim_set``) and logs the claim; under
-   limits, the statement takes one advisory lock per limited key and type of the candidates, in
-   ascending lock-id order, and a second statement of the same transaction, with a snapshot
-   taken once those locks are held, counts the running jobs again and claims the candidates
+   limits, the statement claims its candidates of the types without a limit (they always fit)
+   and takes one advisory lock per limited key and type of the others, in ascending lock-id
+   order; a second statement of the same transaction, only if there are such others, with a
+   snapshot taken once those locks are held, counts the running jobs again and claims those
    that fit, in the order the first one chose (``_admitted``). A plan with a rate-limited type
    adds the parts of :mod:`jobs_postgres.rate_claims` to both (decision 0042).
 
@@ -385,6 +386,27 @@ _ADVISORY = """locks AS (
     ) AS k
 )"""
 
+# Statement 1 also claims its candidates of the types without a limit: they fit whatever runs
+# (jobs_core.flow.admit counts only the limited types), so they need no second look. It returns,
+# in its candidates' order, each claimed row (``pending`` NULL) and the id of each candidate of a
+# limited type (``pending``; its columns NULL), which statement 2 admits or leaves queued. A
+# claim whose candidates are all of unlimited types (a worker that serves a limited type, but
+# whose queue holds other jobs) is then one statement, not two. ``row_number() OVER ()`` numbers
+# ``due`` in the order it was chosen, which the join would not keep.
+_CLAIMED_FREE = f"""claimed AS (
+    UPDATE jobs AS j
+    {sql.claim_set(":now")}
+    WHERE j.id = ANY(ARRAY(
+        SELECT d.id FROM due AS d WHERE d.type <> ALL(ARRAY(SELECT l.type FROM lim AS l))
+    ))
+    RETURNING {sql.columns("j")}
+)"""
+_CANDIDATES = """SELECT CASE WHEN c.id IS NULL THEN d.id END AS pending, c.*
+FROM (SELECT d.id, row_number() OVER () AS rank FROM due AS d) AS d
+LEFT JOIN claimed AS c ON c.id = d.id
+CROSS JOIN (SELECT count(*) FROM locks) AS held
+ORDER BY d.rank"""
+
 # Statement 2 under limits: the candidates (``:ids``, locked by statement 1, in its order) that
 # fit, counted afresh. A candidate fits when the running jobs of its key plus the candidates of
 # that key before it stay under the key's limit, and likewise for its type among the candidates
@@ -462,8 +484,10 @@ def _statements(shape: Shape) -> tuple[str, ...]:
                 _FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
                 *_due(shape),
                 _ADVISORY.format(key_locked=rate_claims.KEY_LOCKED if rated else _KEY_LIMITED),
+                _CLAIMED_FREE,
+                sql.LOG_CLAIMED,
             ],
-            "SELECT d.id FROM due AS d CROSS JOIN (SELECT count(*) FROM locks) AS held",
+            _CANDIDATES,
             recursive=shape.fair,
         )
         return candidates, _compiled(_admitted(rated), "SELECT * FROM claimed")

@@ -202,10 +202,13 @@ class PostgresJobStore(
 
         def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
             execute(claims.PLANNER, {})
-            ids = [row[0] for row in execute(candidates, params)]
-            if not ids:
-                return []
-            return execute(admitted, {**params, "ids": ids})
+            rows = execute(candidates, params)
+            # Claimed already (types without a limit: ``pending`` NULL), or to admit.
+            claimed = [row[1:] for row in rows if row[0] is None]
+            ids = [row[0] for row in rows if row[0] is not None]
+            if ids:
+                claimed += execute(admitted, {**params, "ids": ids})
+            return claimed
 
         rows = self._in_transaction(run)
         return sorted((job_from_row(row) for row in rows), key=domain.claim_order)
