@@ -50,7 +50,7 @@ from jobs_core.flow import ClaimLimits
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from jobs_postgres import rate_claims, sql
+from jobs_postgres import limit_claims, rate_claims, sql
 
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
@@ -117,7 +117,8 @@ def limit_params(limits: ClaimLimits) -> dict[str, Any]:
 # stops after ``limit`` rows. With every row of the table queued, or estimates of the filters
 # that are off, the planner otherwise picks a scan of the whole queue and a sort (FOR UPDATE
 # rules out a top-N sort): 300-460 ms at 100,000 queued jobs instead of a fraction of a ms.
-PLANNER = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+PLANNER_SETTINGS = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
+PLANNER = "; ".join(PLANNER_SETTINGS)
 
 
 # -- the parts --------------------------------------------------------------------------------
@@ -344,69 +345,6 @@ def _finish_parts(sweep: bool) -> list[str]:
     ]
 
 
-# Statement 1 under limits: the limits, the running set, the full keys and types.
-_LIM = """lim AS (
-    SELECT * FROM unnest(
-        CAST(:lim_types AS text[]), CAST(:key_limits AS int[]), CAST(:type_limits AS int[])
-    ) AS l(type, key_limit, type_limit)
-)"""
-_RUNNING = """running AS (
-    SELECT r.type, r.concurrency_key FROM jobs AS r
-    WHERE r.status = 'running' AND r.type = ANY(CAST(:lim_types AS text[]))
-)"""
-
-
-def _limits(rated: bool) -> str:
-    return f"{rate_claims.LIMITS if rated else _LIM},\n{_RUNNING}"
-
-
-_FULL_SETS = """full_keys AS (
-    SELECT r.type, r.concurrency_key FROM running AS r JOIN lim AS l USING (type)
-    WHERE r.concurrency_key IS NOT NULL AND l.key_limit IS NOT NULL
-    GROUP BY r.type, r.concurrency_key, l.key_limit HAVING count(*) >= l.key_limit{spent}
-),
-full_types AS (
-    SELECT r.type FROM running AS r JOIN lim AS l USING (type)
-    WHERE l.type_limit IS NOT NULL
-    GROUP BY r.type, l.type_limit HAVING count(*) >= l.type_limit
-)"""
-
-# Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
-# A key limited by concurrency, rate or both has one lock.
-_KEY_LIMITED = "l.key_limit IS NOT NULL"
-_ADVISORY = """locks AS (
-    SELECT pg_advisory_xact_lock(k.id) FROM (
-        SELECT hashtextextended(d.type || chr(31) || d.concurrency_key, 1501) AS id
-        FROM due AS d JOIN lim AS l USING (type)
-        WHERE {key_locked} AND d.concurrency_key IS NOT NULL
-        UNION
-        SELECT hashtextextended(d.type, 1502) FROM due AS d JOIN lim AS l USING (type)
-        WHERE l.type_limit IS NOT NULL
-        ORDER BY 1
-    ) AS k
-)"""
-
-# Statement 1 also claims its candidates of the types without a limit: they fit whatever runs
-# (jobs_core.flow.admit counts only the limited types), so they need no second look. It returns,
-# in its candidates' order, each claimed row (``pending`` NULL) and the id of each candidate of a
-# limited type (``pending``; its columns NULL), which statement 2 admits or leaves queued. A
-# claim whose candidates are all of unlimited types (a worker that serves a limited type, but
-# whose queue holds other jobs) is then one statement, not two. ``row_number() OVER ()`` numbers
-# ``due`` in the order it was chosen, which the join would not keep.
-_CLAIMED_FREE = f"""claimed AS (
-    UPDATE jobs AS j
-    {sql.claim_set(":now")}
-    WHERE j.id = ANY(ARRAY(
-        SELECT d.id FROM due AS d WHERE d.type <> ALL(ARRAY(SELECT l.type FROM lim AS l))
-    ))
-    RETURNING {sql.columns("j")}
-)"""
-_CANDIDATES = """SELECT CASE WHEN c.id IS NULL THEN d.id END AS pending, c.*
-FROM (SELECT d.id, row_number() OVER () AS rank FROM due AS d) AS d
-LEFT JOIN claimed AS c ON c.id = d.id
-CROSS JOIN (SELECT count(*) FROM locks) AS held
-ORDER BY d.rank"""
-
 # Statement 2 under limits: the candidates (``:ids``, locked by statement 1, in its order) that
 # fit, counted afresh. A candidate fits when the running jobs of its key plus the candidates of
 # that key before it stay under the key's limit, and likewise for its type among the candidates
@@ -418,7 +356,7 @@ def _admitted(rated: bool) -> list[str]:
     """Statement 2's CTEs (with a rate limit: its parts from :mod:`jobs_postgres.rate_claims`)."""
     opened, columns, join, fits = rate_claims.ADMISSION if rated else ("", "", "", "")
     return [
-        _limits(rated),
+        limit_claims.limits(rated),
         """key_running AS (
     SELECT type, concurrency_key, count(*) AS n FROM running
     WHERE concurrency_key IS NOT NULL GROUP BY type, concurrency_key
@@ -480,14 +418,16 @@ def _statements(shape: Shape) -> tuple[str, ...]:
         rated = shape.rated
         candidates = _compiled(
             [
-                _limits(rated),
-                _FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
+                limit_claims.limits(rated),
+                limit_claims.FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
                 *_due(shape),
-                _ADVISORY.format(key_locked=rate_claims.KEY_LOCKED if rated else _KEY_LIMITED),
-                _CLAIMED_FREE,
+                limit_claims.ADVISORY.format(
+                    key_locked=rate_claims.KEY_LOCKED if rated else limit_claims.KEY_LIMITED
+                ),
+                limit_claims.CLAIMED_FREE,
                 sql.LOG_CLAIMED,
             ],
-            _CANDIDATES,
+            limit_claims.CANDIDATES,
             recursive=shape.fair,
         )
         return candidates, _compiled(_admitted(rated), "SELECT * FROM claimed")
