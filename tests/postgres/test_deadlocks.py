@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from jobs_core import Done, Failed, NewJob, domain
 from jobs_core.domain import Job, Requeue
+from jobs_core.flow import ClaimLimits, FlowLimit
 from jobs_core.ports import ClaimNext
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from jobs_postgres.store import PostgresJobStore
@@ -92,8 +93,9 @@ class Worker:
     """A worker's jobs: finishes and claims them in batches (its completer) while its monitor
     heartbeats all it holds, in another order, on another connection."""
 
-    def __init__(self, harness: Harness) -> None:
+    def __init__(self, harness: Harness, limits: ClaimLimits | None) -> None:
         self.h = harness
+        self.limits = limits
         self.held: dict[uuid.UUID, Job] = {}
         self.lock = threading.Lock()
 
@@ -105,7 +107,8 @@ class Worker:
         now = self.h.now()
         patches = [domain.patch(job.ref, _outcome(rng, now), now) for job in ending]
         done = self.h.store.complete(
-            patches, claim_next=ClaimNext(BATCH - len(held) + len(ending), now, TYPES)
+            patches,
+            claim_next=ClaimNext(BATCH - len(held) + len(ending), now, TYPES, self.limits),
         )
         with self.lock:
             for job in ending:
@@ -168,8 +171,14 @@ def _engine(pg_url: str) -> Engine:
     return create_engine(pg_url, session_settings=settings, pool_size=4 * WORKERS + 6)
 
 
+# Under limits the finish and the claim are one transaction that also takes advisory locks (the
+# limited type's; the other type's jobs are claimed by the first statement).
+LIMITED: ClaimLimits = {TYPES[0]: FlowLimit(type_limit=3 * WORKERS)}
+
+
+@pytest.mark.parametrize("limits", [None, LIMITED], ids=["plain", "limited"])
 def test_concurrent_batched_finishes_claims_heartbeats_and_sweeps_never_deadlock(
-    pg_engine: Engine, pg_url: str
+    pg_engine: Engine, pg_url: str, limits: ClaimLimits | None
 ) -> None:
     engine = _engine(pg_url)
     try:
@@ -179,7 +188,7 @@ def test_concurrent_batched_finishes_claims_heartbeats_and_sweeps_never_deadlock
             [NewJob(org_id="org", type=TYPES[i % 2], payload={"i": i}) for i in range(JOBS)], now
         )
         h = Harness(store)
-        workers = [Worker(h) for _ in range(WORKERS)]
+        workers = [Worker(h, limits) for _ in range(WORKERS)]
         threads = []
         for n, worker in enumerate(workers):
             threads.append(h.loop(f"complete-{n}", worker.complete))

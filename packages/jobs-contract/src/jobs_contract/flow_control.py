@@ -189,6 +189,31 @@ def test_the_type_cap_counts_every_key(service: JobService) -> None:
     assert [j.type for j in service.claim(10)] == ["plain"]  # another type is not capped
 
 
+def test_a_claim_under_limits_takes_the_jobs_of_unlimited_types_in_claim_order(
+    service: JobService, clock: FakeClock
+) -> None:
+    """A registry with limited types claims its other types' jobs in the same call, in claim
+    order with the limited ones that fit (on PostgreSQL the first statement claims them and the
+    second admits only the limited candidates: neither is left out nor taken twice)."""
+    low = service.enqueue(ORG, "plain", {"n": 1}).job
+    clock.advance(1)
+    singles = [service.enqueue(ORG, "single", {"site_id": 9}).job for _ in range(2)]
+    clock.advance(1)
+    urgent = service.enqueue(ORG, "plain", {"n": 2}, priority=5).job
+    claimed = service.claim(10)
+    assert [j.id for j in claimed] == [urgent.id, low.id, singles[0].id]
+    assert all(j.status is Status.RUNNING and j.attempts == 1 for j in claimed)
+    assert service.get(ORG, singles[1].id).status is Status.QUEUED  # its key is full
+    # Only unlimited jobs queued: claimed all the same, and a re-queued one is not taken back.
+    plains = [service.enqueue(ORG, "plain", {"n": 10 + i}).job for i in range(3)]
+    finished, more = service.complete_and_claim(
+        [(claimed[0].ref, Failed(error="once")), (claimed[1].ref, Done())], 10
+    )
+    assert [j.status for j in finished if j is not None] == [Status.FAILED, Status.DONE]
+    assert sorted(j.id for j in more) == sorted(j.id for j in plains)
+    assert service.claim(10) == []  # the single's key is still full, nothing else queued
+
+
 @pytest.mark.parametrize("ending", ["done", "failed", "cancelled", "swept", "snoozed"])
 def test_every_end_of_a_job_frees_its_place(
     service: JobService, clock: FakeClock, ending: str

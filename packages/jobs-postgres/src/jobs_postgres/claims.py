@@ -11,9 +11,10 @@ the steps of :func:`jobs_core.claims.choose` one for one:
 2. it locks up to ``:limit`` candidates ``FOR UPDATE SKIP LOCKED``: concurrent claimers never
    wait on nor take the same job;
 3. without limits, the same statement claims them (``claim_set``) and logs the claim; under
-   limits, the statement takes one advisory lock per limited key and type of the candidates, in
-   ascending lock-id order, and a second statement of the same transaction, with a snapshot
-   taken once those locks are held, counts the running jobs again and claims the candidates
+   limits, the statement claims its candidates of the types without a limit (they always fit)
+   and takes one advisory lock per limited key and type of the others, in ascending lock-id
+   order; a second statement of the same transaction, only if there are such others, with a
+   snapshot taken once those locks are held, counts the running jobs again and claims those
    that fit, in the order the first one chose (``_admitted``). A plan with a rate-limited type
    adds the parts of :mod:`jobs_postgres.rate_claims` to both (decision 0042).
 
@@ -49,7 +50,7 @@ from jobs_core.flow import ClaimLimits
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
-from jobs_postgres import rate_claims, sql
+from jobs_postgres import limit_claims, rate_claims, sql
 
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
@@ -116,7 +117,8 @@ def limit_params(limits: ClaimLimits) -> dict[str, Any]:
 # stops after ``limit`` rows. With every row of the table queued, or estimates of the filters
 # that are off, the planner otherwise picks a scan of the whole queue and a sort (FOR UPDATE
 # rules out a top-N sort): 300-460 ms at 100,000 queued jobs instead of a fraction of a ms.
-PLANNER = "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"
+PLANNER_SETTINGS = ("SET LOCAL enable_seqscan = off", "SET LOCAL enable_bitmapscan = off")
+PLANNER = "; ".join(PLANNER_SETTINGS)
 
 
 # -- the parts --------------------------------------------------------------------------------
@@ -343,48 +345,6 @@ def _finish_parts(sweep: bool) -> list[str]:
     ]
 
 
-# Statement 1 under limits: the limits, the running set, the full keys and types.
-_LIM = """lim AS (
-    SELECT * FROM unnest(
-        CAST(:lim_types AS text[]), CAST(:key_limits AS int[]), CAST(:type_limits AS int[])
-    ) AS l(type, key_limit, type_limit)
-)"""
-_RUNNING = """running AS (
-    SELECT r.type, r.concurrency_key FROM jobs AS r
-    WHERE r.status = 'running' AND r.type = ANY(CAST(:lim_types AS text[]))
-)"""
-
-
-def _limits(rated: bool) -> str:
-    return f"{rate_claims.LIMITS if rated else _LIM},\n{_RUNNING}"
-
-
-_FULL_SETS = """full_keys AS (
-    SELECT r.type, r.concurrency_key FROM running AS r JOIN lim AS l USING (type)
-    WHERE r.concurrency_key IS NOT NULL AND l.key_limit IS NOT NULL
-    GROUP BY r.type, r.concurrency_key, l.key_limit HAVING count(*) >= l.key_limit{spent}
-),
-full_types AS (
-    SELECT r.type FROM running AS r JOIN lim AS l USING (type)
-    WHERE l.type_limit IS NOT NULL
-    GROUP BY r.type, l.type_limit HAVING count(*) >= l.type_limit
-)"""
-
-# Lock ids: hashtextextended(text, seed), one seed per kind so a key and a type never share one.
-# A key limited by concurrency, rate or both has one lock.
-_KEY_LIMITED = "l.key_limit IS NOT NULL"
-_ADVISORY = """locks AS (
-    SELECT pg_advisory_xact_lock(k.id) FROM (
-        SELECT hashtextextended(d.type || chr(31) || d.concurrency_key, 1501) AS id
-        FROM due AS d JOIN lim AS l USING (type)
-        WHERE {key_locked} AND d.concurrency_key IS NOT NULL
-        UNION
-        SELECT hashtextextended(d.type, 1502) FROM due AS d JOIN lim AS l USING (type)
-        WHERE l.type_limit IS NOT NULL
-        ORDER BY 1
-    ) AS k
-)"""
-
 # Statement 2 under limits: the candidates (``:ids``, locked by statement 1, in its order) that
 # fit, counted afresh. A candidate fits when the running jobs of its key plus the candidates of
 # that key before it stay under the key's limit, and likewise for its type among the candidates
@@ -396,7 +356,7 @@ def _admitted(rated: bool) -> list[str]:
     """Statement 2's CTEs (with a rate limit: its parts from :mod:`jobs_postgres.rate_claims`)."""
     opened, columns, join, fits = rate_claims.ADMISSION if rated else ("", "", "", "")
     return [
-        _limits(rated),
+        limit_claims.limits(rated),
         """key_running AS (
     SELECT type, concurrency_key, count(*) AS n FROM running
     WHERE concurrency_key IS NOT NULL GROUP BY type, concurrency_key
@@ -458,12 +418,16 @@ def _statements(shape: Shape) -> tuple[str, ...]:
         rated = shape.rated
         candidates = _compiled(
             [
-                _limits(rated),
-                _FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
+                limit_claims.limits(rated),
+                limit_claims.FULL_SETS.format(spent=rate_claims.SPENT_KEYS if rated else ""),
                 *_due(shape),
-                _ADVISORY.format(key_locked=rate_claims.KEY_LOCKED if rated else _KEY_LIMITED),
+                limit_claims.ADVISORY.format(
+                    key_locked=rate_claims.KEY_LOCKED if rated else limit_claims.KEY_LIMITED
+                ),
+                limit_claims.CLAIMED_FREE,
+                sql.LOG_CLAIMED,
             ],
-            "SELECT d.id FROM due AS d CROSS JOIN (SELECT count(*) FROM locks) AS held",
+            limit_claims.CANDIDATES,
             recursive=shape.fair,
         )
         return candidates, _compiled(_admitted(rated), "SELECT * FROM claimed")

@@ -110,32 +110,50 @@ def patches_json(patches: Sequence[Patch]) -> str:
     first: dict[uuid.UUID, tuple[int, Patch]] = {}
     for ord_, change in enumerate(patches):
         first.setdefault(change.ref.job_id, (ord_, change))
+    instants: dict[datetime, str] = {}  # a batch's patches share their instants: each written once
+
+    def instant(value: datetime) -> str:
+        text = instants.get(value)
+        if text is None:
+            text = instants[value] = value.isoformat()
+        return text
+
     batch = []
     for job_id in sorted(first):
         ord_, change = first[job_id]
         ref = change.ref
+        # A key left out is NULL to jsonb_to_recordset: only the columns with a value are sent
+        # (a done job's patch has seven of its seventeen), which is a third of the encoding.
+        item: dict[str, Any] = {
+            "ord": ord_,
+            "id": str(job_id),
+            "lease": str(ref.lease),
+            "status": change.status.value,
+            "attempts": change.attempts,
+            "snoozes": change.snoozes,
+            "run_at": instant(change.run_at),
+        }
+        if change.error is not None:
+            item["error"] = change.error
+        if change.report is not None:
+            item["report"] = codec.document(change.report)
+        if change.finished_at is not None:
+            item["finished_at"] = instant(change.finished_at)
+        if change.dedup_key is not None:
+            item["dedup_key"] = change.dedup_key
+        if change.seen_at is not None:
+            item["seen_at"] = instant(change.seen_at)
+        if change.hook_due_at is not None:
+            item["hook_due_at"] = instant(change.hook_due_at)
         record = history.record_of(change, 0)  # numbered by the statement (claims._ATTEMPTED)
-        batch.append(
-            {
-                "ord": ord_,
-                "id": str(ref.job_id),
-                "lease": str(ref.lease),
-                "status": change.status.value,
-                "attempts": change.attempts,
-                "snoozes": change.snoozes,
-                "run_at": change.run_at.isoformat(),
-                "error": change.error,
-                "report": None if change.report is None else codec.document(change.report),
-                "finished_at": _instant(change.finished_at),
-                "dedup_key": change.dedup_key,
-                "seen_at": _instant(change.seen_at),
-                "hook_due_at": _instant(change.hook_due_at),
-                "ended_at": None if record is None else record.ended_at.isoformat(),
-                "worker": None if record is None else record.worker,
-                "attempt_outcome": None if record is None else record.outcome.value,
-                "traceback": None if record is None else record.traceback,
-            }
-        )
+        if record is not None:
+            item["ended_at"] = instant(record.ended_at)
+            item["attempt_outcome"] = record.outcome.value
+            if record.worker is not None:
+                item["worker"] = record.worker
+            if record.traceback is not None:
+                item["traceback"] = record.traceback
+        batch.append(item)
     return codec.encode_plain(batch)
 
 

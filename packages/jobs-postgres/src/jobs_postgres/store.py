@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,7 +30,7 @@ from sqlalchemy import Connection, exc
 
 from jobs_postgres import bulk, claims, flow, sql
 from jobs_postgres.children import array_insert, children_of, has_children, is_child
-from jobs_postgres.connections import Execute
+from jobs_postgres.connections import Execute, Send
 from jobs_postgres.errors import unique_violation
 from jobs_postgres.listing_rows import ListingRows
 from jobs_postgres.operator_rows import OperatorRows
@@ -189,33 +189,48 @@ class PostgresJobStore(
         round trip; under limits, one short transaction of two (:mod:`jobs_postgres.claims`)."""
         return self._claim(ClaimPlan.of(limit, now, types, limits=limits, turn=turn))
 
-    def _claim(self, plan: ClaimPlan, skipped: Sequence[uuid.UUID] = ()) -> list[Job]:
+    def _claim(self, plan: ClaimPlan) -> list[Job]:
         if plan.empty:
             return []
         if plan.limited:
-            return self._claim_limited(plan, skipped)
+            return self._claim_limited(plan, ()).claimed
         (statement,) = claims.statements(plan)
         rows = self._hot_rows(statement, claims.parameters(plan))
         return sorted((job_from_row(row) for row in rows), key=domain.claim_order)
 
-    def _claim_limited(self, plan: ClaimPlan, skipped: Sequence[uuid.UUID]) -> list[Job]:
-        """The claim under concurrency limits: lock candidates and their keys, then claim the
-        ones that fit, counted in a snapshot taken after the keys are locked (decision 0015).
-        ``skipped``: jobs a finish just re-queued, never claimed back by the same call."""
-        candidates, admitted = claims.statements(plan, finish=bool(skipped))
+    def _claim_limited(self, plan: ClaimPlan, patches: Sequence[Patch]) -> Completed:
+        """The finish of ``patches`` (if any), then the claim under limits: lock candidates and
+        their keys, then claim the ones that fit, counted in a snapshot taken after the keys are
+        locked (decision 0015); one transaction, pipelined (``_pipelined``). The claim's
+        statements come after the finish in it, so they count the places the finish freed; it
+        passes over the patches' jobs (``:skipped``): a job re-queued is not claimed back by the
+        same call."""
+        candidates, admitted = claims.statements(plan, finish=bool(patches))
         params = claims.parameters(plan)
-        if skipped:
-            params["skipped"] = list(skipped)
+        if patches:
+            params["skipped"] = [change.ref.job_id for change in patches]
 
-        def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
-            execute(claims.PLANNER, {})
-            ids = [row[0] for row in execute(candidates, params)]
-            if not ids:
-                return []
-            return execute(admitted, {**params, "ids": ids})
+        def run(send: Send) -> tuple[list[Any], list[Any]]:
+            finished = None
+            if patches:
+                finish = claims.finish(sweep=has_sweep_patches(patches))
+                finished = send(finish, {"outcomes": patches_json(patches)})
+            for setting in claims.PLANNER_SETTINGS:
+                send(setting, {})
+            rows = send(candidates, params)()
+            # Claimed already (types without a limit: ``pending`` NULL), or to admit.
+            claimed = [row[1:] for row in rows if row[0] is None]
+            ids = [row[0] for row in rows if row[0] is not None]
+            if ids:
+                claimed += send(admitted, {**params, "ids": ids})()
+            return ([] if finished is None else finished()), claimed
 
-        rows = self._in_transaction(run)
-        return sorted((job_from_row(row) for row in rows), key=domain.claim_order)
+        finished_rows, claimed_rows = self._pipelined(run)
+        results: list[Job | None] = [None] * len(patches)
+        for row in finished_rows:
+            results[row[0]] = job_from_row(row[1:])
+        claimed = sorted((job_from_row(row) for row in claimed_rows), key=domain.claim_order)
+        return Completed(results, claimed)
 
     def waiting_facts(self, job: Job, now: datetime) -> WaitingFacts:
         """The counts behind "why is this job waiting?" (one statement)."""
@@ -296,8 +311,9 @@ class PostgresJobStore(
         claim: in one statement (one round trip, one commit). A job re-queued by ``patches``
         is not claimed back by the same call.
 
-        Under ``claim_next.limits`` the patches commit first, then the claim runs as
-        :meth:`claim` does (the places the patches freed are counted as free).
+        Under ``claim_next.limits`` the patches are written by the first statement of the
+        claim's transaction (pipelined, decision 0046): the claim's statements count the places
+        they freed, and pass over their jobs.
 
         Patches with children (decision 0038), or waiting for them (decision 0043): the same,
         then the children owed and the waiting parents' edges, in one transaction
@@ -330,9 +346,7 @@ class PostgresJobStore(
         if plan.empty:
             return Completed(self._finish(patches), [])
         if plan.limited:
-            finished = self._finish(patches)
-            requeued = [j.id for j in finished if j is not None and j.status is Status.QUEUED]
-            return Completed(finished, self._claim(plan, requeued))
+            return self._claim_limited(plan, patches)
         (statement,) = claims.statements(plan, finish=True, sweep=has_sweep_patches(patches))
         params = {**claims.parameters(plan), "outcomes": patches_json(patches)}
         results: list[Job | None] = [None] * len(patches)

@@ -79,12 +79,14 @@ class _Processing:
 
     def ended(self, outcome: Outcome) -> Outcome:
         span = self._span
-        span.set_attribute("jobs.outcome", type(outcome).__name__.lower())
-        if isinstance(outcome, Failed):
-            _error_event(span, outcome.error, outcome.report)
-        elif isinstance(outcome, Requeue) and outcome.error is not None and not outcome.snooze:
-            _error_event(span, outcome.error, outcome.report)  # retried later: still an error
-        elif isinstance(outcome, Done) and outcome.children:
+        if span.is_recording():  # not sampled: nothing to record
+            span.set_attribute("jobs.outcome", type(outcome).__name__.lower())
+            if isinstance(outcome, Failed):
+                _error_event(span, outcome.error, outcome.report)
+            elif isinstance(outcome, Requeue) and outcome.error is not None and not outcome.snooze:
+                _error_event(span, outcome.error, outcome.report)  # retried later: an error
+        if isinstance(outcome, Done) and outcome.children:
+            # Stamped even when not sampled: the children carry the trace's context on.
             stamped = tuple(self._tracer.created_now(child) for child in outcome.children)
             return dataclasses.replace(outcome, children=stamped)
         return outcome
@@ -141,28 +143,39 @@ class OtelTracer:
     @contextmanager
     def processing(self, job: Job) -> Iterator[_Processing]:
         """A CONSUMER span around an attempt of ``job``: a child of its creation context, with
-        a link to it (a new trace for a job enqueued with tracing off)."""
+        a link to it (a new trace for a job enqueued with tracing off).
+
+        The worker's cost per attempt, so written for it: the span is started and made current
+        by hand (one context manager, not three), and its attributes are set only when the
+        sampler records it (an attempt whose trace is not sampled builds none of them). A
+        sampler therefore sees the span's name and kind, not its attributes."""
         parent = _W3C.extract(dict(job.trace_context)) if job.trace_context else None
-        created = trace.get_current_span(parent).get_span_context() if parent else None
-        links = [Link(created)] if created is not None and created.is_valid else []
-        attributes = _base("process")
-        attributes.update(
-            {
-                "messaging.destination.name": job.type,
-                "messaging.message.id": str(job.id),
-                "jobs.attempt": job.attempts,
-            }
+        links: list[Link] = []
+        if parent is not None:
+            created = trace.get_current_span(parent).get_span_context()
+            if created.is_valid:
+                links.append(Link(created))
+        span = self._tracer.start_span(
+            f"process {job.type}", context=parent, kind=SpanKind.CONSUMER, links=links
         )
-        if self._org:
-            attributes["jobs.org_id"] = job.org_id
-        with self._tracer.start_as_current_span(
-            f"process {job.type}",
-            context=parent,
-            kind=SpanKind.CONSUMER,
-            links=links,
-            attributes=attributes,
-        ) as span:
+        if span.is_recording():
+            attributes = _base("process")
+            attributes["messaging.destination.name"] = job.type
+            attributes["messaging.message.id"] = str(job.id)
+            attributes["jobs.attempt"] = job.attempts
+            if self._org:
+                attributes["jobs.org_id"] = job.org_id
+            span.set_attributes(attributes)
+        token = otel_context.attach(trace.set_span_in_context(span, parent))
+        try:
             yield _Processing(self, span)
+        except BaseException as error:  # the runner catches the handler's: only the worker's own
+            span.record_exception(error)
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            raise
+        finally:
+            otel_context.detach(token)
+            span.end()
 
     @contextmanager
     def continuing(self, carrier: Mapping[str, str]) -> Iterator[None]:
