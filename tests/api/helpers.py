@@ -13,10 +13,10 @@ from jobs_core import (
     JobService,
     JobType,
     Outcome,
-    PayloadInvalid,
     Registry,
 )
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from jobs_worker.schemas import PydanticSchema
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Greeting(BaseModel):
@@ -34,27 +34,9 @@ class Site(BaseModel):
     site_id: int = Field(ge=1)
 
 
-class ModelSchema:
-    """A :class:`~jobs_core.PayloadSchema` over a pydantic model (what a module would write)."""
-
-    def __init__(self, model: type[BaseModel]) -> None:
-        self.model = model
-
-    def validate(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """The normalized payload, or ``PayloadInvalid`` with pydantic's field errors."""
-        try:
-            return self.model.model_validate(dict(payload)).model_dump()
-        except ValidationError as error:
-            raise PayloadInvalid(
-                [
-                    {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]}
-                    for e in error.errors()
-                ]
-            ) from None
-
-    def json_schema(self) -> dict[str, Any]:
-        """The model's JSON Schema."""
-        return self.model.model_json_schema()
+class ModelSchema(PydanticSchema):
+    """A :class:`~jobs_core.PayloadSchema` over a pydantic model (what a module would write):
+    the deployables' own adapter."""
 
 
 class BrokenSchema:
