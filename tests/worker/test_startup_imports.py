@@ -48,6 +48,14 @@ def test_the_worker_entry_point_imports_no_http_stack() -> None:
     assert loaded.isdisjoint(NEVER_IN_A_WORKER), loaded & set(NEVER_IN_A_WORKER)
 
 
+def test_the_imports_module_leaves_httpx_to_its_first_api_import() -> None:
+    """Every worker serving the Imports module imports its registry at start; httpx (and the
+    rich, click and pygments of its command line) would cost it ~0.12 s there."""
+    loaded = loaded_after("import jobs_imports.registry, jobs_imports.module")
+    assert "jobs_imports" in loaded
+    assert loaded.isdisjoint({"httpx", "rich", "click", "pygments"}), loaded
+
+
 def test_the_cli_entry_point_imports_neither_the_worker_nor_the_api() -> None:
     loaded = loaded_after("import jobs_cli.main; jobs_cli.main.build_parser(False)")
     assert loaded.isdisjoint(NEVER_IN_A_READ), loaded & set(NEVER_IN_A_READ)
