@@ -188,19 +188,8 @@ class StoreConnections:
                 bound = self._bound
                 with bound.begin_nested():
                     return run(lambda query, p: all_rows(bound.exec_driver_sql(query, p)))
-            pooled = self._engine.raw_connection()
-            try:
-                driver = pooled.driver_connection
-                assert isinstance(driver, psycopg.Connection)
-                try:
-                    with driver.transaction():
-                        return run(lambda query, p: fetched(driver.execute(query, p or None)))
-                except psycopg.Error as error:
-                    if driver.broken or driver.closed:
-                        pooled.invalidate(error)
-                    raise
-            finally:
-                pooled.close()
+            with self._driver() as driver, driver.transaction():
+                return run(lambda query, p: fetched(driver.execute(query, p or None)))
 
     def _pipelined(self, run: Callable[[Send], T]) -> T:
         """``run(send)`` in one transaction sent in psycopg's pipeline mode: ``BEGIN`` and the
@@ -218,23 +207,30 @@ class StoreConnections:
 
                 with bound.begin_nested():
                     return run(send_bound)
-            pooled = self._engine.raw_connection()
-            try:
-                driver = pooled.driver_connection
-                assert isinstance(driver, psycopg.Connection)
+            with self._driver() as driver:
 
                 def send(query: str, params: Mapping[str, Any]) -> Callable[[], list[Any]]:
                     return driver.execute(query, params or None).fetchall
 
-                try:
-                    with driver.pipeline(), driver.transaction():
-                        return run(send)
-                except psycopg.Error as error:
-                    if driver.broken or driver.closed:
-                        pooled.invalidate(error)
-                    raise
-            finally:
-                pooled.close()
+                with driver.pipeline(), driver.transaction():
+                    return run(send)
+
+    @contextmanager
+    def _driver(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection's psycopg connection, back to the pool at the end; a psycopg
+        error that left it broken or closed invalidates it (the pool opens a new one)."""
+        pooled = self._engine.raw_connection()
+        try:
+            driver = pooled.driver_connection
+            assert isinstance(driver, psycopg.Connection)
+            try:
+                yield driver
+            except psycopg.Error as error:
+                if driver.broken or driver.closed:
+                    pooled.invalidate(error)
+                raise
+        finally:
+            pooled.close()
 
 
 def all_rows(result: Any) -> list[Any]:
