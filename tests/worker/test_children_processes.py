@@ -5,8 +5,6 @@ enqueues them exactly once."""
 from __future__ import annotations
 
 import signal
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +24,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 CHILDREN = 5
 EXTRA = {"JOBS_EXTRA_REGISTRIES": "tests.worker.children_registry:registry"}
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="jobs-children-test-") as path:
-        yield Path(path)
 
 
 @pytest.fixture

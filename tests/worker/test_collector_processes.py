@@ -9,8 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,12 +25,6 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 REGISTRY = "tests.worker.collector_registry:registry"
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="jobs-collector-test-") as path:
-        yield Path(path)
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ same job (the double run of the issue), and a frozen A started none of the jobs 
 from __future__ import annotations
 
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -43,12 +42,6 @@ FENCE_PACE = {
     "JOBS_LEASE_MARGIN_S": "0.8",
     "JOBS_EXTRA_REGISTRIES": "tests.worker.fence_registry:registry",
 }
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="jobs-fence-test-") as path:
-        yield Path(path)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ intervals are set to a few seconds and every wait is bounded.
 from __future__ import annotations
 
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,14 +28,6 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
-
-
-@pytest.fixture
-def workdir() -> Iterator[Path]:
-    """A directory of this test's own. Not pytest's ``tmp_path``: other pytest sessions running
-    at the same time on this machine prune and re-chmod the shared ``pytest-of-<user>``."""
-    with tempfile.TemporaryDirectory(prefix="jobs-worker-test-") as path:
-        yield Path(path)
 
 
 @pytest.fixture

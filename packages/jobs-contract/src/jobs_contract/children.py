@@ -29,6 +29,7 @@ from jobs_core.quotas import QuotaExceeded, Quotas, QuotaStore
 from jobs_core.runner import execute
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import handler_context
 
 ORG = "org-a"
 
@@ -69,21 +70,13 @@ def service(store: JobStore, clock: FakeClock) -> JobService:
     return JobService(store, _registry(), clock)
 
 
-def _context(service: JobService, job: Job, clock: FakeClock) -> JobContext:
-    return JobContext(
-        job,
-        progress_sink=lambda _doc: True,
-        now=clock.now,
-        registry=service.registry,
-        enqueuer=service.enqueue_children,
-    )
-
-
 def _run(service: JobService, clock: FakeClock, payload: Mapping[str, Any]) -> tuple[Job, Any]:
     parent = service.enqueue(ORG, "fan_out", payload).job
     [held] = service.claim(1, ["fan_out"])
     assert held.id == parent.id
-    outcome = execute(service.registry.get("fan_out"), _context(service, held, clock), clock.now)
+    outcome = execute(
+        service.registry.get("fan_out"), handler_context(service, held, clock), clock.now
+    )
     return held, outcome
 
 
@@ -130,7 +123,7 @@ def test_a_retried_attempt_leaves_none_and_the_rerun_enqueues_them_once(
     [again] = service.claim(1)
     assert again.id == held.id
     assert again.attempts == 2
-    ctx = _context(service, again, clock)
+    ctx = handler_context(service, again, clock)
     second = execute(service.registry.get("fan_out"), ctx, clock.now)
     assert isinstance(second, Done)
     service.complete(again.ref, second)
@@ -201,7 +194,7 @@ def test_an_unregistered_child_type_fails_the_attempt_clearly(
     service.complete(held.ref, outcome)
     assert _children(service.store, held) == []
     with pytest.raises(UnknownJobType):
-        _context(service, held, clock).enqueue("no-such-type")
+        handler_context(service, held, clock).enqueue("no-such-type")
 
 
 def test_children_are_admitted_under_the_orgs_quotas(
@@ -214,14 +207,7 @@ def test_children_are_admitted_under_the_orgs_quotas(
     )
     parent = service.enqueue(ORG, "fan_out", {"pages": ["a", "b", "c", "d"]}).job
     [held] = service.claim(1, ["fan_out"])
-    context = JobContext(
-        held,
-        progress_sink=lambda _doc: True,
-        now=clock.now,
-        registry=service.registry,
-        enqueuer=service.enqueue_children,
-        admit=quotas.admit,
-    )
+    context = handler_context(service, held, clock, admit=quotas.admit)
     with pytest.raises(QuotaExceeded, match="queued"):
         context.enqueue_many("fetch", [{"url": "a"}, {"url": "b"}, {"url": "c"}, {"url": "d"}])
     context.enqueue_many("fetch", [{"url": "a"}, {"url": "b"}])  # within the quota

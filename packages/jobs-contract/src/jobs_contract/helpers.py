@@ -84,6 +84,20 @@ def run_claimed(service: JobService, job: Job, clock: FakeClock) -> Job | None:
     return service.complete(job.ref, outcome)
 
 
+def handler_context(service: JobService, job: Job, clock: FakeClock, **extra: Any) -> JobContext:
+    """A claimed job's context as a worker slot builds it for a handler that enqueues children
+    (``ctx.enqueue``): the service's registry and enqueuer, progress dropped; ``extra`` for the
+    rest (``awaited=service.awaited``, ``admit=...``)."""
+    return JobContext(
+        job,
+        progress_sink=lambda _doc: True,
+        now=clock.now,
+        registry=service.registry,
+        enqueuer=service.enqueue_children,
+        **extra,
+    )
+
+
 def claim_one(service: JobService) -> Job:
     """Claim exactly one job (fails the test otherwise)."""
     claimed = service.claim(1)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from jobs_core import Done, FakeClock, Job, JobContext, JobFilter, JobService, JobStore, Status
+from jobs_core import Done, FakeClock, Job, JobFilter, JobService, JobStore, Status
 from jobs_core.listing import ChildCounts, Elided, elided_fields, json_bytes
 
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
-from jobs_contract.helpers import claim_one, finish, service_for
+from jobs_contract.helpers import claim_one, finish, handler_context, service_for
 
 ORG = "org-a"
 BOUND = 1000
@@ -63,13 +63,7 @@ def _parent(
     ``now`` more at once, ``immediately``); the crawl is the only one queued when it is made."""
     service.enqueue(org, "crawl", {"site": site})
     [held] = service.claim(1, ["crawl"])
-    ctx = JobContext(
-        held,
-        progress_sink=lambda _doc: True,
-        now=clock.now,
-        registry=service.registry,
-        enqueuer=service.enqueue_children,
-    )
+    ctx = handler_context(service, held, clock)
     ctx.enqueue_many("reconcile", [{"site": site, "n": n} for n in range(children)])
     for n in range(now):
         ctx.enqueue("reconcile", {"site": site, "now": n}, immediately=True)

@@ -32,6 +32,7 @@ from jobs_core.runner import execute
 
 from jobs_contract.events import everything
 from jobs_contract.fixtures import clock_fixture, store_fixture  # noqa: F401 (fixtures: pytest sees them)
+from jobs_contract.helpers import handler_context
 
 ORG = "org-a"
 
@@ -77,14 +78,7 @@ def _attempt(service: JobService, clock: FakeClock, job: Job) -> tuple[Job, Any]
     """Claim ``job`` (it must be the next due of its type) and run its handler."""
     [held] = service.claim(1, [job.type])
     assert held.id == job.id
-    ctx = JobContext(
-        held,
-        progress_sink=lambda _doc: True,
-        now=clock.now,
-        registry=service.registry,
-        enqueuer=service.enqueue_children,
-        awaited=service.awaited,
-    )
+    ctx = handler_context(service, held, clock, awaited=service.awaited)
     return held, execute(service.registry.get(job.type), ctx, clock.now)
 
 
