@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -47,7 +46,9 @@ def run_worker(
     as ``jobs worker --concurrency N`` would run; ``synchronous_commit`` False is
     ``--no-synchronous-commit`` (the opt-in trade-off of decision 0006).
     """
-    gc.disable()  # as `jobs worker` starts: jobs_worker.main.start_up_over turns it back on
+    from jobs_worker import startup
+
+    startup.begins()  # as `jobs worker` starts (decision 0047)
     from jobs_worker.main import run_worker as run
 
     from bench import tracing_sdk

@@ -1,5 +1,5 @@
 """A worker process collects garbage while it runs jobs, and never walks what its start-up
-built (``jobs_worker.main.start_up_over``): the entry points turn the collector off while the
+built (``jobs_worker.startup.over``): the entry points turn the collector off while the
 process starts, and the worker, once built, freezes what exists and turns it back on. A worker
 whose collector stayed off would grow with every reference cycle its jobs leave behind."""
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from jobs_core import JobService, Status, SystemClock
 
+from tests.cli.helpers import clean_env
 from tests.worker import collector_registry
 from tests.worker.helpers import ORG, job_of, wait_until
 from tests.worker.processes import ROOT, WorkerProcess
@@ -60,8 +61,7 @@ def test_python_m_jobs_worker_collects_with_its_start_up_frozen(
 def test_jobs_worker_collects_with_its_start_up_frozen(
     pg_url: str, service: JobService, workdir: Path
 ) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBS_")}
-    env.update(
+    env = clean_env(
         JOBS_DATABASE_URL=pg_url,
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     )

@@ -9,7 +9,6 @@ uvicorn or the worker.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import os
 import sys
@@ -448,8 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             command = _command_of(args_list)
-            if command == "worker":  # no collection while it starts: see start_up_over
-                gc.disable()
+            if command == "worker":  # before the worker's imports (decision 0047)
+                from jobs_worker import startup
+
+                startup.begins()
             modular = command is not None and command not in core_commands()
             args = build_parser(command == "worker", modular).parse_args(args_list)
             settings = CliSettings.from_env()

@@ -14,7 +14,6 @@ the queue without consuming their attempt.
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import signal
@@ -28,6 +27,7 @@ from jobs_core import DuplicateJobType, Registry
 from jobs_core.modules import selection_from
 from pydantic import ValidationError
 
+from jobs_worker import startup
 from jobs_worker import worker as worker_module
 from jobs_worker.composition import Composition
 from jobs_worker.logs import configure_logging, log_event
@@ -357,25 +357,11 @@ def run_worker(
                 serve_metrics(worker, settings.metrics_host, settings.metrics_port)
             with running_scheduler(parts.engine, registry, maintenance, parts.clock()):
                 if handle_signals and threading.current_thread() is threading.main_thread():
-                    start_up_over()
+                    startup.over()  # decision 0047
                     return _run_with_signals(worker)
                 return worker.run()
         finally:
             parts.close()
-
-
-def start_up_over() -> None:
-    """The process's worker is built: what its start-up made (modules, classes, settings, the
-    registry: some 110,000 objects) lives as long as the process, so it is moved out of the
-    garbage collector's reach (``gc.freeze``), and the collector, which the entry points turn
-    off while the process starts (``python -m jobs_worker``, ``jobs worker``: no collection
-    walks the objects of an import half done), runs again.
-
-    Measured (bench.run drain, 10,000 no-op jobs, c10): the worker spent 0.39 s of its 3.4 s
-    of CPU collecting, 0.25 s of it in four full collections walking the start-up's objects;
-    with them frozen, 0.19 s; with no collection while it starts either, 0.11 s."""
-    gc.freeze()
-    gc.enable()
 
 
 def serve_metrics(worker: Worker, host: str, port: int) -> None:
