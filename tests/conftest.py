@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
     2-core machine. Unset here, in the controller before the xdist workers start, the first
     process to import a module writes its bytecode (atomically, as Python always does) and
     every later one reads it; only what the processes import is compiled. Measured on a clean
-    clone: tests/worker/test_worker_processes.py 40.0 s with the variable, 29.2 s without."""
+    clone: tests/worker/test_worker_processes.py 46.8 s -> 36.5 s, the fast loop 175 s -> 155 s."""
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
