@@ -78,8 +78,12 @@ def _say_what_the_role_needs(settings: Mapping[str, str]) -> None:
 
     if pooler_mode() != "transaction":
         return
-    # plan_cache_mode only matters to prepared statements, which a pooled session never makes
-    left = {k: v for k, v in session_settings_left_out(settings).items() if k != "plan_cache_mode"}
+    # plan_cache_mode only matters to prepared statements, which a pooled session never makes;
+    # enable_seqscan guards the plans such a statement keeps (STORE_SESSION_SETTINGS)
+    kept_plans_only = {"plan_cache_mode", "enable_seqscan"}
+    left = {
+        k: v for k, v in session_settings_left_out(settings).items() if k not in kept_plans_only
+    }
     statements = "; ".join(f"ALTER ROLE <worker role> SET {k} = '{v}'" for k, v in left.items())
     logging.getLogger("jobs.worker").info(
         "behind a pooler in transaction mode (JOBS_DATABASE_POOLER): no session setting is sent;"

@@ -203,6 +203,7 @@ def _fair(filters: str, full: str) -> list[str]:
     WHERE {_DUE} {filters} {full}
     ORDER BY {claim_order("j")}
     LIMIT :limit
+    FOR UPDATE OF j SKIP LOCKED
 )""",
         """fair_ranked AS (
     SELECT h.id, h.priority, 0 AS tier,

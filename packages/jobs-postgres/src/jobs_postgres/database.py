@@ -68,6 +68,7 @@ the API and the CLI keep the default planner (their lists may want one)."""
 STORE_SESSION_SETTINGS: Mapping[str, str] = {
     **WORKER_SESSION_SETTINGS,
     "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
 }
 """Planner settings of the sessions of the worker's job store (the claim, the finish, the
 heartbeat: the statements a worker runs for every job).
@@ -81,7 +82,15 @@ plans of these statements are the same index walks and primary-key probes as the
 (tests/postgres/test_claim_plan.py reads both, on a table never analyzed and on a million
 rows); they are rebuilt when the table is analyzed. Only the store's sessions use it: a
 statement whose best plan depends on its values (the purge's batched delete, a module's own
-queries) keeps a custom plan on the worker's other engine."""
+queries) keeps a custom plan on the worker's other engine.
+
+A plan kept that long must be right for the table as it will be, not as it was: made when
+``job_attempts`` (or ``jobs``) had just been analyzed empty, the cheapest plan *then* numbers
+each attempt by a sequential scan of the whole history, and the session would run it for every
+finished job from then on (a drain of 20,000 jobs fell from ~2,800 to ~1,000 jobs/s). So the
+store's sessions also refuse sequential scans (``enable_seqscan = off`` only penalises them: a
+statement with no index to use still scans); every statement they run has a key or an ordered
+index to walk (tests/postgres/test_claim_plan.py)."""
 
 
 POOLER_ENV = "JOBS_DATABASE_POOLER"

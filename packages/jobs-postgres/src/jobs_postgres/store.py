@@ -211,12 +211,12 @@ class PostgresJobStore(
             params["skipped"] = [change.ref.job_id for change in patches]
 
         def run(send: Send) -> tuple[list[Any], list[Any]]:
+            for setting in claims.PLANNER_SETTINGS:  # first: the finish is planned under them
+                send(setting, {})
             finished = None
             if patches:
                 finish = claims.finish(sweep=has_sweep_patches(patches))
                 finished = send(finish, {"outcomes": patches_json(patches)})
-            for setting in claims.PLANNER_SETTINGS:
-                send(setting, {})
             rows = send(candidates, params)()
             # Claimed already (types without a limit: ``pending`` NULL), or to admit.
             claimed = [row[1:] for row in rows if row[0] is None]
