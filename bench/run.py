@@ -25,6 +25,10 @@ reported (exit code 1), a slow figure is only a figure.
 
 ``python -m bench.run worker --concurrency C --database-url URL`` is how the drain and latency
 phases start their worker process; you never need to call it by hand.
+
+``JOBS_BENCH_ANALYZE=1``: each drain's database is analyzed after its fill, as autovacuum leaves
+a live one (the default drain runs on tables never analyzed); for both sides of an A/B, set it
+in the environment of ``bench.flow ab``.
 """
 
 from __future__ import annotations
@@ -83,6 +87,9 @@ from bench.run_support import (
     wait_healthy,
 )
 from bench.run_worker import WorkerProcess, worker_main
+
+ANALYZE_ENV = "JOBS_BENCH_ANALYZE"
+"""Analyze each drain's database after its fill (``1``)."""
 
 # ---- phases ------------------------------------------------------------------------------------
 
@@ -155,6 +162,11 @@ class Bench:
         if nolog.asked():
             nolog.disable_triggers(url)
         self.fill(url, self.o.n)
+        if os.environ.get(ANALYZE_ENV, "").strip() == "1":
+            # as autovacuum leaves a live database: statistics of the filled queue and of an
+            # empty history (bench/NOTES.md §12); the worker's plans are made from them
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")
         return {**self.timed_drain(url, cfg, f"drain-{cfg}-h{history}"), **extra}
 
     history_insert_s: float | None = None
