@@ -71,3 +71,14 @@ def plans(
         "custom": _explain(engine, statement, params, setup),
         "generic": generic_plan(engine, statement, params, setup),
     }
+
+
+def index_rows_read(plan: str) -> float:
+    """The rows all index scans of an executed plan returned (rows x loops, summed)."""
+    total = 0.0
+    for line in plan.splitlines():
+        if "Index" in line and "Scan" in line and "actual" in line:
+            found = re.search(r"rows=([0-9.]+) loops=([0-9]+)", line)
+            assert found is not None, line
+            total += float(found.group(1)) * int(found.group(2))
+    return total

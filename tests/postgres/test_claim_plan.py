@@ -10,7 +10,6 @@ reuses (tests/postgres/plans.py). These tests read plans, never times.
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,7 +23,7 @@ from jobs_postgres.rows import patches_json
 from jobs_postgres.store import PostgresJobStore
 from sqlalchemy import Engine, text
 
-from tests.postgres.plans import generic_plan, plans
+from tests.postgres.plans import generic_plan, index_rows_read, plans
 
 pytestmark = pytest.mark.postgres
 
@@ -186,19 +185,8 @@ def test_the_fair_claim_walks_the_queue_in_order_on_an_analyzed_backlog_of_one_o
             compiled = claims.statements(plan_of, finish=lim is not None)[0]
             params = {**claims.parameters(plan_of), "skipped": []}
             plan = generic_plan(engine, compiled, params, setup)
-            read = _index_rows_read(plan)
+            read = index_rows_read(plan)
             # the head of org-a, the walk's first 100, their locks by key: never the backlog
             assert read < 500, (read, plan)
     finally:
         engine.dispose()
-
-
-def _index_rows_read(plan: str) -> float:
-    """The rows all index scans of the plan returned (rows x loops, summed)."""
-    total = 0.0
-    for line in plan.splitlines():
-        if "Index" in line and "Scan" in line and "actual" in line:
-            found = re.search(r"rows=([0-9.]+) loops=([0-9]+)", line)
-            assert found is not None, line
-            total += float(found.group(1)) * int(found.group(2))
-    return total

@@ -14,7 +14,7 @@ from jobs_postgres import claims
 from jobs_postgres.database import STORE_SESSION_SETTINGS, create_engine
 from sqlalchemy import text
 
-from tests.postgres.plans import plans
+from tests.postgres.plans import index_rows_read, plans
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow, pytest.mark.xdist_group("history")]
 
@@ -30,17 +30,6 @@ INSERT INTO jobs (id, org_id, type, payload, created_at, run_at)
 SELECT gen_random_uuid(), 'org-' || chr(98 + i), 'work', '{}'::jsonb, :now, :now
 FROM generate_series(0, 9) AS i
 """
-
-
-def _rows_read(plan: str) -> float:
-    """The rows all index scans of the plan returned (rows x loops, summed)."""
-    total = 0.0
-    for line in plan.splitlines():
-        if "Index" in line and "Scan" in line and "actual" in line:
-            found = re.search(r"rows=([0-9.]+) loops=([0-9]+)", line)
-            assert found is not None, line
-            total += float(found.group(1)) * int(found.group(2))
-    return total
 
 
 def test_the_fair_claim_walks_indexes_past_a_backlog_of_one_org(history_url: str) -> None:
@@ -74,7 +63,7 @@ def test_the_fair_claim_walks_indexes_past_a_backlog_of_one_org(history_url: str
                 assert "jobs_org_queue_idx" in plan, (mode, plan)
                 # 11 orgs: a probe or two per org, the plain walk's first 10, the locks by key;
                 # never the 100,000 queued rows of org-a nor the million finished ones
-                assert _rows_read(plan) < 200, (mode, plan)
+                assert index_rows_read(plan) < 200, (mode, plan)
                 if lim is None:  # statement 1 under limits locks, the second one claims
                     claimed = re.search(r"Update on jobs.*\n.*", plan)
                     assert claimed is not None, (mode, plan)
