@@ -39,8 +39,8 @@ def memory_kib(pid: int, field: str) -> int:
 def _copy(engine: Any, job_id: uuid.UUID, count: int) -> None:
     """``count`` copies of the stored job ``job_id``, each with an id of its own, made in one
     INSERT ... SELECT: the rows the list reads are the store's own, every column as the store
-    wrote it. Enqueuing the 199 MiB through the store took 10 of the test's 15 s (quiet
-    machine), none of it what the test is about."""
+    wrote it. Enqueuing the 200 MiB through the store took 10-12 s (the quiet machine's
+    server), two thirds of the test's time, none of it what the test is about."""
     from sqlalchemy import text
 
     with engine.begin() as conn:

@@ -8,9 +8,10 @@
 Domain time is real here (the processes use the system clock), so the sweep threshold is two
 seconds and every wait is bounded.
 
-The file has 12,000 rows, 120 batches (40,000 before the suite was sized for five minutes, 14.3
--> 8.8 s): the kill comes once 10 batches are written, leaving most of the file to the resume,
-with bad rows and repeats all through it; a kill that came too late still fails the test.
+The file has 12,000 rows, 120 batches (40,000 before the suite was sized for five minutes: 14.3
+-> 8.8 s on the embedded server): the kill comes once 10 batches are written, leaving most of
+the file to the resume, with bad rows and repeats all through it; a kill that came too late
+still fails the test.
 """
 
 from __future__ import annotations
