@@ -5,11 +5,15 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from jobs_core import DedupScope, FakeClock, JobContext, JobType, Registry
 
 from tests.postgres.plans import HISTORY
+
+if TYPE_CHECKING:
+    import psycopg
 
 # A million finished rows: every status of history, 50 orgs, priorities and concurrency keys,
 # a month old. None of them is in the partial indexes a claim walks.
@@ -23,6 +27,41 @@ SELECT gen_random_uuid(), 'org-' || (i %% 50), 'history',
        (i %% 7) - 3, 'site-' || (i %% 1000)
 FROM generate_series(1, %(history)s) AS i
 """
+
+# How to drop and how to rebuild each index of ``jobs`` and each constraint on or referencing it,
+# in the order to rebuild them: its key, its other indexes, then the foreign keys to it.
+_JOBS_INDEXES = """
+SELECT CASE c.contype WHEN 'p' THEN 0 WHEN 'u' THEN 1 ELSE 2 END AS rank,
+       format('ALTER TABLE %s DROP CONSTRAINT %I', c.conrelid::regclass, c.conname),
+       format('ALTER TABLE %s ADD CONSTRAINT %I %s', c.conrelid::regclass, c.conname,
+              pg_get_constraintdef(c.oid))
+FROM pg_constraint c
+WHERE (c.conrelid = 'jobs'::regclass AND c.contype IN ('p', 'u'))
+   OR (c.confrelid = 'jobs'::regclass AND c.contype = 'f')
+UNION ALL
+SELECT 1, format('DROP INDEX %s', i.indexrelid::regclass), pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+WHERE i.indrelid = 'jobs'::regclass
+  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid
+                                                  AND c.conrelid = i.indrelid)
+ORDER BY rank
+"""
+
+
+def _fill_history(conn: psycopg.Connection[Any], count: int) -> None:
+    """Insert ``count`` finished rows into the empty ``jobs`` table, with its indexes and the
+    constraints on or referencing it dropped meanwhile and rebuilt after, each from its own
+    definition (so the schema ends as the migrations left it): one sorted build per index
+    instead of a million random inserts into each. On the quiet 2-core machine, the fill alone
+    on its server: 27.4 s -> 15.2 s; the setup that builds the template on the embedded server:
+    40.7 s -> 18.7 s."""
+    with conn.transaction():
+        rebuild = conn.execute(_JOBS_INDEXES).fetchall()
+        for _, drop, _ in reversed(rebuild):
+            conn.execute(drop)
+        conn.execute(_HISTORY_FILL, {"history": count})
+        for _, _, create in rebuild:
+            conn.execute(create)
 
 
 @pytest.fixture
@@ -72,10 +111,11 @@ def history_template(pg_server: str) -> Iterator[str]:
         url = with_database(pg_server, name)
         migrations.upgrade(url)
         with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-            # without the insert trigger's event rows (a million more rows no plan test reads):
-            # the fill takes ~15 s instead of ~21 s
+            # without the insert trigger's event rows (a million more rows no plan test reads),
+            # and with room for each index build to sort in memory
             conn.execute("SET session_replication_role = replica")
-            conn.execute(_HISTORY_FILL, {"history": HISTORY})
+            conn.execute("SET maintenance_work_mem = '256MB'")
+            _fill_history(conn, HISTORY)
             conn.execute("ANALYZE jobs")
         yield name
     finally:

@@ -6,8 +6,9 @@ when its handler returns (whatever the reason), through its own connection to
 ``JOBS_TEST_RECORDER_URL``: the server reached directly, not through the worker's (silenced)
 link. Two rows of one job whose intervals overlap are two executions at the same time.
 
-- ``overlap`` runs ``payload["seconds"]`` seconds (``payload["retry_seconds"]`` from its second
-  attempt on, if given), checking its cancellation every 20 ms;
+- ``overlap`` runs ``payload["seconds"]`` seconds (``payload["retry_seconds"]``, if given, on
+  every execution after the job's first one recorded: a fenced job handed back has its attempt
+  refunded, so its re-run is attempt 1 again), checking its cancellation every 20 ms;
 - ``progressing`` runs like ``overlap``, writing its progress every 20 ms;
 - ``quick`` returns at once (its row is the proof a worker runs jobs);
 - ``stuck`` (timeout 0.3 s) sleeps ``payload["seconds"]`` without ever looking at its
@@ -52,8 +53,13 @@ def _recorder() -> Engine:
         return _engine
 
 
-def _started(ctx: JobContext) -> None:
+def _started(ctx: JobContext) -> int:
+    """Record the start of this execution; the number of the job's executions before it."""
     with _recorder().begin() as conn:
+        earlier = conn.execute(
+            text("SELECT count(*) FROM fence_test_executions WHERE job_id = :job_id"),
+            {"job_id": ctx.job.id},
+        ).scalar_one()
         conn.execute(
             text(
                 "INSERT INTO fence_test_executions (job_id, attempt, pid) "
@@ -61,6 +67,15 @@ def _started(ctx: JobContext) -> None:
             ),
             {"job_id": ctx.job.id, "attempt": ctx.attempt, "pid": os.getpid()},
         )
+    return int(earlier)
+
+
+def _seconds(ctx: JobContext, earlier: int) -> float:
+    """``seconds`` on the job's first execution, ``retry_seconds`` (if given) on the later ones."""
+    seconds = ctx.payload.get("seconds", 1.0)
+    if earlier:
+        seconds = ctx.payload.get("retry_seconds", seconds)
+    return float(seconds)
 
 
 def _ended(ctx: JobContext, how: str) -> None:
@@ -76,13 +91,10 @@ def _ended(ctx: JobContext, how: str) -> None:
 
 def overlap(ctx: JobContext) -> Mapping[str, Any]:
     """Run ``seconds`` seconds unless cancelled; record the start and the end."""
-    _started(ctx)
+    earlier = _started(ctx)
     how = "done"
     try:
-        seconds = ctx.payload.get("seconds", 1.0)
-        if ctx.attempt > 1:
-            seconds = ctx.payload.get("retry_seconds", seconds)
-        deadline = time.monotonic() + float(seconds)
+        deadline = time.monotonic() + _seconds(ctx, earlier)
         while time.monotonic() < deadline:
             if ctx.cancelled:
                 how = f"cancelled: {ctx.cancel_message}"
@@ -119,13 +131,10 @@ registry.register(
 def progressing(ctx: JobContext) -> Mapping[str, Any]:
     """Run ``seconds`` seconds writing its progress (forced: no throttle) every 20 ms, so a
     write is in flight whenever the link goes silent; record the start and the end."""
-    _started(ctx)
+    earlier = _started(ctx)
     how = "done"
     try:
-        seconds = ctx.payload.get("seconds", 1.0)
-        if ctx.attempt > 1:
-            seconds = ctx.payload.get("retry_seconds", seconds)
-        deadline = time.monotonic() + float(seconds)
+        deadline = time.monotonic() + _seconds(ctx, earlier)
         step = 0
         while time.monotonic() < deadline:
             step += 1

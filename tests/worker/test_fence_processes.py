@@ -150,10 +150,12 @@ def test_a_frozen_worker_fences_itself_and_runs_the_queue_when_the_link_returns(
 ) -> None:
     """The issue's worker frozen for 60 s started 0 of 10 jobs and kept its job running until
     its sockets were reset. Frozen here for twice the threshold: it fences its handler, and
-    when the link returns it hands the job back itself and runs it and the 10 queued jobs."""
+    when the link returns it hands the job back itself and runs it and the 10 queued jobs.
+    The job's re-run lasts 1 s (``retry_seconds``): it is claimed before the 10, and at 30 s
+    again it only held them back (the one slot busy) for 30 s more."""
     a = spawn(proxy.url)
     a.wait_started()
-    job = _enqueue(service, "overlap", {"seconds": 30})
+    job = _enqueue(service, "overlap", {"seconds": 30, "retry_seconds": 1})
     wait_until(lambda: _executions(pg_engine), 30, "worker A to start the job")
     proxy.freeze()
     queued = [_enqueue(service, "quick") for _ in range(10)]
