@@ -174,7 +174,9 @@ def _fair(filters: str, full: str) -> list[str]:
        to it: with it the planner read each org's whole backlog and sorted it, a second per
        claim at 100,000 queued jobs of one org);
     3. ``fair_ranked``: the heads and the first ``:limit`` jobs of the plain walk, in fair
-       order (orgs compared in code points, ``COLLATE "C"``, as Python compares strings);
+       order (orgs compared in code points, ``COLLATE "C"``, as Python compares strings); that
+       walk (``fair_fifo``) locks its rows ``SKIP LOCKED`` as the plain claim's does: a locking
+       walk is never planned as a top-N sort of the whole queue (decision 0048);
     4. ``fair_pick``: the ranked candidates that are not ``full`` locked in that order,
        ``SKIP LOCKED``, up to ``:limit``;
     5. ``fair_fill``: what other claimers' locks left short, from the plain walk, so a fair
