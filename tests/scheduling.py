@@ -12,10 +12,6 @@ config), loaded by the root conftest.
   the end. The modules that hold ``slow`` tests are collected first (their order kept, and the
   order of the tests in each module), so the long tests start first and the short ones fill the
   workers up at the end.
-- A test marked ``alone`` waits until the tests running on the other workers end, and none
-  starts meanwhile (tests/conftest.py): handed out among the slow tests, each waited 14-27 s
-  for a long test to end while the other workers sat idle. They are collected last, where
-  what still runs beside them is the short tests of the end.
 """
 
 from __future__ import annotations
@@ -38,15 +34,9 @@ def _module_fixture(item: pytest.Item) -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the test ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Slow modules first, the tests marked ``alone`` last; the tests sharing a module-scoped
-    fixture in one group."""
+    """Slow modules first; the tests sharing a module-scoped fixture in one group."""
     slow_modules = {item.nodeid.split("::")[0] for item in items if item.get_closest_marker("slow")}
-    items.sort(  # stable
-        key=lambda item: (
-            item.get_closest_marker("alone") is not None,
-            item.nodeid.split("::")[0] not in slow_modules,
-        )
-    )
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in slow_modules)  # stable
     if not getattr(config.option, "loadgroup", False):  # set on xdist's workers only
         return
     for item in items:
