@@ -105,7 +105,14 @@ def test_sigterm_lets_the_running_job_finish_exits_0_and_claims_nothing_more(
 ) -> None:
     job = service.enqueue(ORG, "sleep", {"seconds": 1.5}).job
     worker = spawn(pg_url, JOBS_CONCURRENCY="2")
-    wait_until(lambda: job_of(service.store, job.id).status is Status.RUNNING, 30, "running")
+    # Its handler started (it reports its total first thing; a heartbeat writes only
+    # ``updated_at``), not only claimed: a job claimed but still waiting for a slot when the
+    # stop comes is handed back, not run (docs/worker.md).
+    wait_until(
+        lambda: "total" in (job_of(service.store, job.id).progress or {}),
+        30,
+        "the handler to start",
+    )
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "event=worker.stopping" in worker.log(), 10, "the stop to begin")
     # A free slot and a fresh job: a worker that still claimed would take it at once.
