@@ -74,15 +74,16 @@ def _engine(
 def _say_what_the_role_needs(settings: Mapping[str, str]) -> None:
     """Behind a pooler in transaction mode, log the session settings not sent, as the
     ``ALTER ROLE`` statements that give them to the worker's role (docs/scaling.md)."""
-    from jobs_postgres.database import pooler_mode, session_settings_left_out
+    from jobs_postgres.database import (
+        KEPT_PLAN_SETTINGS,
+        pooler_mode,
+        session_settings_left_out,
+    )
 
     if pooler_mode() != "transaction":
         return
-    # plan_cache_mode only matters to prepared statements, which a pooled session never makes;
-    # enable_seqscan guards the plans such a statement keeps (STORE_SESSION_SETTINGS)
-    kept_plans_only = {"plan_cache_mode", "enable_seqscan"}
     left = {
-        k: v for k, v in session_settings_left_out(settings).items() if k not in kept_plans_only
+        k: v for k, v in session_settings_left_out(settings).items() if k not in KEPT_PLAN_SETTINGS
     }
     statements = "; ".join(f"ALTER ROLE <worker role> SET {k} = '{v}'" for k, v in left.items())
     logging.getLogger("jobs.worker").info(

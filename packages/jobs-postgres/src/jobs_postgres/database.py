@@ -93,6 +93,11 @@ statement with no index to use still scans); every statement they run has a key 
 index to walk (tests/postgres/test_claim_plan.py)."""
 
 
+KEPT_PLAN_SETTINGS = frozenset({"plan_cache_mode", "enable_seqscan"})
+"""The settings of ``STORE_SESSION_SETTINGS`` that only matter to a plan a session keeps: behind a
+pooler in transaction mode no statement is prepared, so none is kept and the role needs neither."""
+
+
 POOLER_ENV = "JOBS_DATABASE_POOLER"
 """The environment variable naming what sits between the processes and the server."""
 
