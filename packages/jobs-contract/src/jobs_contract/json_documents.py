@@ -137,6 +137,20 @@ def test_a_payload_json_cannot_hold_is_refused_naming_the_field_on_every_adapter
     assert service.stats(ORG)[Status.QUEUED] == 0  # nothing of a refused batch was stored
 
 
+def test_a_large_batch_with_one_payload_json_cannot_hold_stores_nothing_on_every_adapter(
+    service: JobService, store: JobStore, clock: FakeClock
+) -> None:
+    # 150 jobs without keys: PostgreSQL COPies them, encoding each payload as its row is sent,
+    # so the refusal comes after rows went to the server; none of them may be kept.
+    specs = [NewJob(ORG, "crawl", {"i": i}) for i in range(150)]
+    specs[120] = NewJob(ORG, "crawl", {"tags": {"a"}})
+    with pytest.raises(PayloadInvalid) as caught:
+        store.insert_many(specs, clock.now())
+    assert [error["loc"] for error in caught.value.errors] == [["tags"]]
+    assert service.stats(ORG)[Status.QUEUED] == 0
+    assert len(store.insert_many(specs[:120], clock.now())) == 120  # the store still works
+
+
 REPORT: Mapping[str, Any] = {
     "at": AT,
     "n": Decimal("1.50"),

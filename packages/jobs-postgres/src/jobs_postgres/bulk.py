@@ -18,6 +18,7 @@ With tracing on (decision 0039) a batch whose jobs carry a trace context writes 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import uuid
@@ -26,7 +27,8 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from jobs_core.domain import NewJob
+from jobs_core import codec, domain
+from jobs_core.domain import Job, NewJob
 from sqlalchemy import Connection, TextClause, text
 
 from jobs_postgres import sql
@@ -80,18 +82,25 @@ def copy_into_jobs(
     conn: Connection,
     new: Sequence[NewJob],
     ids: Sequence[uuid.UUID],
-    payloads: Sequence[str],
     now: datetime,
-) -> None:
+) -> list[Job]:
     """COPY a batch without dedup keys straight into ``jobs`` in the caller's transaction on
-    ``conn``, then its notifications."""
+    ``conn``, then its notifications; the jobs inserted, in input order.
+
+    The server inserts the rows as they arrive (psycopg sends each 32 kB of rows): each payload
+    is encoded as its row is written, and the jobs are built before the COPY's end, so the
+    client's work overlaps the server's instead of preceding and following it. A payload that
+    cannot be encoded aborts the COPY, and the caller's transaction with it: nothing is kept.
+    """
     with_context = traced(new)
     driver = conn.connection.driver_connection
     assert isinstance(driver, psycopg.Connection)
+    documents: list[NewJob] = []
     with driver.cursor() as cursor:
         with cursor.copy(COPY_JOBS_TRACED if with_context else COPY_JOBS) as copy:
             copy.set_types(COPY_JOBS_TYPES + (("bytea",) if with_context else ()))
-            for job_id, spec, payload in zip(ids, new, payloads, strict=True):
+            for job_id, spec in zip(ids, new, strict=True):
+                payload, document = codec.encode_payload(spec.payload)
                 row: tuple[Any, ...] = (
                     job_id,
                     spec.org_id,
@@ -108,7 +117,15 @@ def copy_into_jobs(
                     context = context_json(spec)
                     row += (None if context is None else b"\x01" + context.encode(),)
                 copy.write_row(row)
+                # Each job as the row holds it (the payload in JSON's types), as a read gives it.
+                documents.append(
+                    spec
+                    if document is spec.payload
+                    else dataclasses.replace(spec, payload=document)
+                )
+            jobs = domain.new_jobs(documents, ids, now)  # while the server takes the rows
         cursor.execute(NOTIFY_INSERTED)
+    return jobs
 
 
 def copy_insert(

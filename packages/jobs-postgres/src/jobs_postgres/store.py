@@ -144,6 +144,10 @@ class PostgresJobStore(
         if not new:
             return []
         ids = ascending_uuid7s(len(new))
+        children = is_child(new)  # at most CHILDREN_MAX: array parameters carry their parents
+        if not children and len(new) >= COPY_UNKEYED_FROM and all(s.dedup_key is None for s in new):
+            with self._transaction() as conn:
+                return bulk.copy_into_jobs(conn, new, ids, now)
         encoded = [codec.encode_payload(n.payload) for n in new]
         payloads = [text for text, _ in encoded]
         # Each job as the row holds it (the payload in JSON's types), as a read would give it.
@@ -151,11 +155,6 @@ class PostgresJobStore(
             n if doc is n.payload else dataclasses.replace(n, payload=doc)
             for n, (_, doc) in zip(new, encoded, strict=True)
         ]
-        children = is_child(new)  # at most CHILDREN_MAX: array parameters carry their parents
-        if not children and len(new) >= COPY_UNKEYED_FROM and all(s.dedup_key is None for s in new):
-            with self._transaction() as conn:
-                bulk.copy_into_jobs(conn, new, ids, payloads, now)
-            return domain.new_jobs(new, ids, now)
         if children or len(new) < COPY_FROM:
             rows = array_insert(self._rows, new, ids, payloads, now)
         else:
