@@ -20,7 +20,8 @@ from jobs_cli.errors import DatabaseUnavailable, UsageError, first_line
 from jobs_cli.settings import CliSettings
 
 if TYPE_CHECKING:
-    from jobs_core import JobService, Registry
+    from jobs_core.registry import Registry
+    from jobs_core.service import JobService
     from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
@@ -81,7 +82,7 @@ def store(settings: CliSettings) -> Iterator[PostgresJobStore]:
 @contextmanager
 def service(settings: CliSettings, registry: Registry | None = None) -> Iterator[JobService]:
     """The job use cases over the PostgreSQL store and the enabled job types."""
-    from jobs_core import JobService
+    from jobs_core.service import JobService
 
     with store(settings) as job_store:
         yield JobService(job_store, registry or typed_registry(settings, job_store))
@@ -98,7 +99,8 @@ def reader(job_store: PostgresJobStore) -> JobService:
     """The job use cases for reads that need no job type (``jobs ls``; ``jobs show`` of a job
     that is not queued): no module loaded, no registry built, so a read imports and builds
     nothing it does not use (issue 22)."""
-    from jobs_core import JobService, Registry
+    from jobs_core.registry import Registry
+    from jobs_core.service import JobService
 
     return JobService(job_store, Registry("jobs-cli-read"))
 

@@ -6,25 +6,20 @@ import argparse
 import json
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobs_core import (
-    ACTIVE,
-    FINISHED,
-    DependencyInvalid,
-    Enqueued,
-    Job,
-    JobFilter,
-    JobNotFound,
-    JobService,
-    Status,
-    SystemClock,
-    UnknownJobType,
-)
+from jobs_core.clock import SystemClock
+from jobs_core.domain import ACTIVE, FINISHED, Job, Status
+from jobs_core.errors import JobNotFound, UnknownJobType
+from jobs_core.ports import JobFilter
+from jobs_core.waits import DependencyInvalid
 
 from jobs_cli import db, render
 from jobs_cli.errors import CliError, UsageError
 from jobs_cli.settings import CliSettings
+
+if TYPE_CHECKING:
+    from jobs_core.service import JobService
 
 STATUS_CHOICES = [s.value for s in Status] + ["active", "finished"]
 
@@ -98,6 +93,8 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
         raise UsageError("--org must not be empty")
     if args.dedup_key is not None and not args.dedup_key:
         raise UsageError("--dedup-key must not be empty (leave it out for no key)")
+
+    from jobs_core.service import Enqueued
 
     with db.service(settings) as svc:
         if not args.new_org and not _org_is_known(svc, org):
@@ -196,6 +193,8 @@ def show(args: argparse.Namespace, settings: CliSettings) -> int:
         children = svc.children_counts(job.org_id, [job.id]).get(job.id)
         waiting = svc.why_waiting(job) if job.status is Status.WAITING else []
         if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
+            from jobs_core.service import JobService
+
             waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
     if args.json:
         document = render.job_json(job)

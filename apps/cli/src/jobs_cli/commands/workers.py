@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from jobs_core import SystemClock
+from jobs_core.clock import SystemClock
 
 from jobs_cli import db, render
 from jobs_cli.settings import CliSettings
