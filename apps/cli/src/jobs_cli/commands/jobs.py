@@ -12,8 +12,6 @@ from jobs_core.clock import SystemClock
 from jobs_core.domain import ACTIVE, FINISHED, Job, Status
 from jobs_core.errors import JobNotFound, UnknownJobType
 from jobs_core.ports import JobFilter
-from jobs_core.wait_service import AwaitedSummary
-from jobs_core.waiting import why_waiting
 from jobs_core.waits import DependencyInvalid
 
 from jobs_cli import db, render
@@ -182,6 +180,9 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
 
 def show(args: argparse.Namespace, settings: CliSettings) -> int:
     """Show one job: its attempts, what it awaits, its children counted, why it waits."""
+    from jobs_core.wait_service import AwaitedSummary
+    from jobs_core.waiting import why_waiting
+
     job_id = parse_job_id(args.job_id)
     with db.reads(settings) as reads:
         found = reads.get(args.org, job_id) if args.org is not None else reads.get_any_org(job_id)
