@@ -11,8 +11,10 @@ Against the PostgreSQL server of ``--pg-url``, in a fresh database ``--db`` (mig
   ways to spawn it: ``jobs worker`` (the console script, ``--extra-registry
   bench.startup:registry``) and ``python -m bench.run worker`` (how bench.run's drains start
   theirs). The worker is stopped with SIGTERM after each run.
-- **cli**: ``jobs ls``, ``jobs show ID``, ``jobs workers`` run as subprocesses; the clock runs
-  from the spawn to the exit.
+- **cli**: ``jobs --help``, ``jobs ls``, ``jobs show ID`` (of an ended job: the reads alone; of a
+  queued one: the registry is built too, why it waits depends on its type) and ``jobs workers``
+  run as subprocesses, with ``--jobs`` jobs in the table (default 300); the clock runs from the
+  spawn to the exit.
 
 The virtualenv and the sources are byte-compiled first (``bench.common.compile_bytecode``), as a
 deployment would be. Nothing is asserted: the figures are printed (a table on stdout) and
@@ -158,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--db", default="jobs_bench_startup", help="the database (dropped after)")
     parser.add_argument("--only", choices=["worker", "cli"], help="only these figures")
+    parser.add_argument(
+        "--jobs", type=int, default=300, help="jobs in the table for the CLI's reads (default 300)"
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -173,10 +178,21 @@ def main(argv: list[str] | None = None) -> int:
                     figures[f"{how}: spawn -> first job"] = summary(runs)
             if args.only in (None, "cli"):
                 with wiring.service(url, registry) as service:
-                    job_id = str(service.enqueue(ORG, NOOP, {"k": "shown"}).job.id)
-                for command in (["ls"], ["show", job_id], ["workers"]):
+                    queued = [
+                        service.enqueue(ORG, NOOP, {"k": f"listed-{n}"}).job.id
+                        for n in range(max(args.jobs, 2))
+                    ]
+                    ended = service.cancel(ORG, queued[0]).id
+                commands = {
+                    "jobs --help": ["--help"],
+                    "jobs ls": ["ls"],
+                    "jobs show (ended job)": ["show", str(ended)],
+                    "jobs show (queued job)": ["show", str(queued[-1])],
+                    "jobs workers": ["workers"],
+                }
+                for name, command in commands.items():
                     runs = [cli_time(url, command) for _ in range(args.runs)]
-                    figures[f"jobs {command[0]}"] = summary(runs)
+                    figures[name] = summary(runs)
     finally:
         drop_database(args.pg_url, args.db)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """The database behind every command: JOBS_DATABASE_URL, or the embedded server.
 
 Heavy imports (SQLAlchemy, psycopg, pgserver) happen inside these functions, when a command that
-needs the database runs.
+needs the database runs; the read commands (``jobs ls``, ``jobs show``, ``jobs workers``) read
+through :func:`reads`, on psycopg alone (decision 0049).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from jobs_cli.errors import DatabaseUnavailable, UsageError, first_line
 from jobs_cli.settings import CliSettings
 
 if TYPE_CHECKING:
-    from jobs_core import JobService, Registry
+    from jobs_core.registry import Registry
+    from jobs_core.service import JobService
+    from jobs_postgres.reads import DirectReads
     from jobs_postgres.store import PostgresJobStore
     from sqlalchemy import Engine
 
@@ -30,7 +33,7 @@ def database_url(settings: CliSettings) -> str:
 
     The embedded server keeps its data in ``settings.data_dir`` across runs.
     """
-    from jobs_postgres.database import pooler_mode, resolve_database_url
+    from jobs_postgres.connect import pooler_mode, resolve_database_url
 
     try:
         pooler_mode()  # JOBS_DATABASE_POOLER, read by every engine: a wrong one said first
@@ -70,6 +73,17 @@ def engine(settings: CliSettings) -> Iterator[Engine]:
 
 
 @contextmanager
+def reads(settings: CliSettings) -> Iterator[DirectReads]:
+    """The reads of jobs (a job, a page, its attempts, what it awaits, its children, the live
+    workers) on one connection of their own, closed at the end: psycopg alone, no SQLAlchemy,
+    no store, no registry (decision 0049)."""
+    from jobs_postgres.reads import DirectReads
+
+    with DirectReads.open(database_url(settings)) as found:
+        yield found
+
+
+@contextmanager
 def store(settings: CliSettings) -> Iterator[PostgresJobStore]:
     """The PostgreSQL job store, its engine disposed at the end."""
     from jobs_postgres.store import PostgresJobStore
@@ -81,7 +95,7 @@ def store(settings: CliSettings) -> Iterator[PostgresJobStore]:
 @contextmanager
 def service(settings: CliSettings, registry: Registry | None = None) -> Iterator[JobService]:
     """The job use cases over the PostgreSQL store and the enabled job types."""
-    from jobs_core import JobService
+    from jobs_core.service import JobService
 
     with store(settings) as job_store:
         yield JobService(job_store, registry or typed_registry(settings, job_store))
@@ -92,15 +106,6 @@ def typed_registry(settings: CliSettings, job_store: PostgresJobStore) -> Regist
     from jobs_cli.registries import build_registry
 
     return build_registry(settings, job_store.engine)
-
-
-def reader(job_store: PostgresJobStore) -> JobService:
-    """The job use cases for reads that need no job type (``jobs ls``; ``jobs show`` of a job
-    that is not queued): no module loaded, no registry built, so a read imports and builds
-    nothing it does not use (issue 22)."""
-    from jobs_core import JobService, Registry
-
-    return JobService(job_store, Registry("jobs-cli-read"))
 
 
 def embedded_pgdata(settings: CliSettings) -> Path:

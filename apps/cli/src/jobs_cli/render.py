@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobs_core import Job, Status
-from jobs_core.history import AttemptRecord
-from jobs_core.listing import ChildCounts
-from jobs_core.waiting import WaitReason
+from jobs_core.domain import Job, Status
+
+if TYPE_CHECKING:  # types only: `jobs ls` imports no more of the core than it uses
+    from jobs_core.history import AttemptRecord
+    from jobs_core.listing import ChildCounts
+    from jobs_core.waiting import WaitReason
 
 BAR_WIDTH = 10
 ERROR_WIDTH = 48

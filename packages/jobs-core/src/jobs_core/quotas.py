@@ -19,11 +19,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jobs_core.domain import Status
 from jobs_core.errors import JobsError
-from jobs_core.schedules import Cron, Schedule
+
+if TYPE_CHECKING:  # annotations only: the CLI's parser reads the defaults, not the schedules
+    from jobs_core.schedules import Cron, Schedule
 
 
 class Quota(StrEnum):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from jobs_core import rates
 from jobs_core.domain import Job, Status
 from jobs_core.flow import KeyScope
 from jobs_core.ports import AHEAD_CAP, WaitingFacts
-from jobs_core.registry import JobType
+
+if TYPE_CHECKING:  # the reasons of a job that is not queued need no type (the CLI's reads)
+    from jobs_core.registry import JobType
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,6 @@ key's index serves both the read of a job's attempts and the next number. Delete
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobs_core.history import AttemptOutcome, AttemptRecord
 from sqlalchemy import (
     CheckConstraint,
     Column,
@@ -56,32 +53,7 @@ job_attempts = Table(
     ),
 )
 
-_COLUMNS = (
-    "a.job_id, a.attempt, a.started_at, a.ended_at, a.worker, a.outcome, a.error, a.traceback"
-)
-
-# The org's job's records, oldest first. Index: the primary key of jobs (the org check), then
-# job_attempts_pkey's range of the job.
-ATTEMPTS = text(
-    f"""SELECT {_COLUMNS} FROM job_attempts AS a
-    WHERE a.job_id = (SELECT j.id FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id)
-    ORDER BY a.attempt"""
-)
-
-
-def record_from_row(row: Any) -> AttemptRecord:
-    """A row of :data:`ATTEMPTS` as the domain's record."""
-    job_id, attempt, started_at, ended_at, worker, outcome, error, traceback = row
-    return AttemptRecord(
-        job_id=job_id,
-        attempt=attempt,
-        started_at=started_at,
-        ended_at=ended_at,
-        worker=worker,
-        outcome=AttemptOutcome(outcome),
-        error=error,
-        traceback=traceback,
-    )
+# A job's records are read by jobs_postgres.reads (ATTEMPTS, record_from_row).
 
 
 # The gauges of the live jobs (jobs_core.observe.active_state; the API's /metrics reads it at

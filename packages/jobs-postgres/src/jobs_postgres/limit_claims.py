@@ -6,6 +6,7 @@ which fit whatever runs. Statement 2 (the admission) is built in :mod:`jobs_post
 from __future__ import annotations
 
 from jobs_postgres import rate_claims, sql
+from jobs_postgres.job_rows import columns
 
 # Statement 1 under limits: the limits, the running set, the full keys and types.
 _LIM = """lim AS (
@@ -63,7 +64,7 @@ CLAIMED_FREE = f"""claimed AS (
     WHERE j.id = ANY(ARRAY(
         SELECT d.id FROM due AS d WHERE d.type <> ALL(ARRAY(SELECT l.type FROM lim AS l))
     ))
-    RETURNING {sql.columns("j")}
+    RETURNING {columns("j")}
 )"""
 CANDIDATES = """SELECT CASE WHEN c.id IS NULL THEN d.id END AS pending, c.*
 FROM (SELECT d.id, row_number() OVER () AS rank FROM due AS d) AS d

@@ -27,8 +27,7 @@ from jobs_core.overview import EPOCH, BucketFacts, Window, prefix_bounds, window
 from sqlalchemy import text
 
 from jobs_postgres.connections import StoreConnections
-from jobs_postgres.rows import STATUS_OF, job_from_row
-from jobs_postgres.sql import columns
+from jobs_postgres.job_rows import STATUS_OF, columns, job_from_row
 
 _FINISHED = "('done', 'failed', 'cancelled')"
 

@@ -10,7 +10,7 @@ from jobs_core.domain import Job
 
 from jobs_postgres import sql
 from jobs_postgres.connections import StoreConnections
-from jobs_postgres.rows import job_from_row
+from jobs_postgres.job_rows import job_from_row
 
 
 class RecoveryRows(StoreConnections):

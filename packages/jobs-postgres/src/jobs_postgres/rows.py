@@ -1,6 +1,6 @@
-"""Rows of ``jobs`` and the store's values: a row read back into a :class:`~jobs_core.Job`, a
-job written back after a locked read, and the JSON documents the statements take (a batch of
-patches, a report or progress document)."""
+"""Rows of ``jobs`` and the store's values: a job written back after a locked read, and the JSON
+documents the statements take (a batch of patches, a report or progress document). A row read
+back into a :class:`~jobs_core.Job`: :mod:`jobs_postgres.job_rows`."""
 
 from __future__ import annotations
 
@@ -11,50 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from jobs_core import codec, domain, history
-from jobs_core.domain import DedupScope, Job, Patch, Status
-from jobs_core.listing import Elided
+from jobs_core.domain import Job, Patch
 from sqlalchemy import Connection
 
 from jobs_postgres import sql
-
-STATUS_OF = {status.value: status for status in Status}
-_SCOPE = {scope.value: scope for scope in DedupScope}
-
-
-_AT = {name: index for index, name in enumerate(sql.COLUMNS)}
-_FIELDS = tuple(field.name for field in dataclasses.fields(Job))
-if set(_FIELDS) != set(sql.COLUMNS):  # pragma: no cover - a schema change without the model's
-    raise RuntimeError("the columns of jobs must be the fields of jobs_core.Job")
-_ORDER = tuple(_AT[name] for name in _FIELDS)
-_STATUS_AT = _FIELDS.index("status")
-_SCOPE_AT = _FIELDS.index("dedup_scope")
-
-
-def job_from_row(row: Sequence[Any]) -> Job:
-    """A ``jobs`` row (columns in :data:`sql.COLUMNS` order) as a :class:`Job`.
-
-    Positional, in the order of Job's fields: the claim and the finish build one per job on
-    the worker's hot path, where a dict of keyword arguments per row showed in the profiles.
-    """
-    if len(row) != len(_ORDER):
-        raise ValueError(f"a jobs row has {len(_ORDER)} columns, not {len(row)}")
-    values = [row[index] for index in _ORDER]
-    values[_STATUS_AT] = STATUS_OF[values[_STATUS_AT]]
-    values[_SCOPE_AT] = _SCOPE[values[_SCOPE_AT]]
-    return Job(*values)
-
-
-def listed_row(row: Sequence[Any]) -> Job:
-    """A row of a bounded list (:func:`sql.list_jobs` with ``field_bytes``): the job, with its
-    values too large to list as :class:`~jobs_core.listing.Elided`."""
-    width = len(sql.COLUMNS)
-    job = job_from_row(row[:width])
-    elided = {
-        name: Elided(int(size))
-        for name, size in zip(sql.LISTED_SIZES, row[width:], strict=True)
-        if size is not None
-    }
-    return dataclasses.replace(job, **elided) if elided else job  # type: ignore[arg-type]
+from jobs_postgres.job_rows import job_from_row
 
 
 def locked_job(conn: Connection, org_id: str, job_id: uuid.UUID) -> Job | None:

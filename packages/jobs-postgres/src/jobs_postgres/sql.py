@@ -1,4 +1,6 @@
-"""Every statement the PostgreSQL store runs, by name, each with the index it relies on.
+"""Every statement the PostgreSQL store runs, by name, each with the index it relies on; the
+reads of jobs an operator makes (a job, a page, its attempts, what it awaits, its children) are
+:mod:`jobs_postgres.reads`', which the store runs too.
 
 Conventions:
 - every instant is a parameter (``:now``, ``:stale_before``) taken from the caller's clock, never
@@ -16,38 +18,19 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from sqlalchemy import text
 
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    Text,
-    case,
-    cast,
-    func,
-    literal,
-    null,
-    select,
-    text,
-    true,
-    tuple_,
-)
-
+from jobs_postgres.job_rows import COLUMNS, columns
 from jobs_postgres.schema import EVENT_JOB_COLUMNS, jobs
 
 PRIVATE_COLUMNS: tuple[str, ...] = ("hook_due_at", "checkpoint", "wait_rule", "has_waiters")
 """Columns of ``jobs`` that are not fields of ``jobs_core.Job`` (decision 0025): no statement
 returns them with a job, the event log leaves them out."""
 
-COLUMNS: tuple[str, ...] = tuple(c.name for c in jobs.columns if c.name not in PRIVATE_COLUMNS)
-"""The ``jobs`` columns in the order every statement returns them (see ``rows.job_from_row``)."""
-
-
-def columns(alias: str) -> str:
-    """The returned columns of the job rows ``alias``, in :data:`COLUMNS` order."""
-    return ", ".join(f"{alias}.{name}" for name in COLUMNS)
+if {c.name for c in jobs.columns} != {*COLUMNS, *PRIVATE_COLUMNS}:  # pragma: no cover
+    raise RuntimeError(
+        "the columns of jobs must be the fields of jobs_core.Job and the private ones"
+    )
 
 
 NEW_WORK_CHANNEL = "jobs_new"
@@ -319,11 +302,7 @@ LIMIT :limit
 
 # -- org-scoped reads and admin actions ---------------------------------------------------------
 
-# Index: the primary key; the org filter makes another org's job invisible.
-GET = text(f"SELECT {columns('j')} FROM jobs AS j WHERE j.id = :id AND j.org_id = :org_id")
-
-# Index: the primary key. An operator's read (the CLI's ``jobs show ID``), of any org.
-GET_ANY_ORG = text(f"SELECT {columns('j')} FROM jobs AS j WHERE j.id = :id")
+# The reads of a job and of a page of jobs: jobs_postgres.reads (GET, GET_ANY_ORG, list_jobs).
 
 # Index: the primary key. Admin actions lock the row, apply the pure transition in Python
 # (jobs_core.domain) and write the result back with SAVE.
@@ -386,74 +365,3 @@ DELETE = text("DELETE FROM jobs WHERE id = :id AND org_id = :org_id")
 # Index: jobs_org_created_idx (an index-only count would need status in it; the org's rows
 # are what is read, never the whole table).
 STATS = text("SELECT status, count(*) FROM jobs WHERE org_id = :org_id GROUP BY status")
-
-
-LISTED_SIZES: tuple[str, ...] = ("payload", "progress", "report")
-"""The columns a bounded list leaves out when too large (``jobs_core.listing.LISTED_FIELDS``)."""
-
-
-def list_jobs(
-    org_id: str | None,
-    statuses: Sequence[str] | None,
-    type_name: str | None,
-    before: tuple[datetime, object] | None,
-    limit: int,
-    *,
-    field_bytes: int | None = None,
-    parent_id: object | None = None,
-) -> Select[tuple[object, ...]]:
-    """An org's jobs newest first, from the keyset cursor ``before`` = (created_at, id); with
-    ``org_id`` None, the jobs of every org (an operator's read: the CLI's ``jobs ls``).
-
-    With ``field_bytes``, each of payload, progress and report whose JSON text is larger is
-    NULL, and the row ends with the three sizes (:data:`LISTED_SIZES`; NULL for a value kept):
-    a large value never leaves the database (``jobs_core.listing``). The sizes are computed
-    only for the rows of the page (the projection runs under the LIMIT).
-
-    Index: jobs_org_type_created_idx with a type, jobs_org_created_idx without; both are in
-    (created_at DESC, id DESC) order after the equality columns, so the page is read in order
-    and the row comparison of the cursor is an index condition. Across orgs no index has that
-    order: the matching rows are sorted for the top ``limit`` (the read the CLI made before it
-    was a port method; an operator's, rare).
-
-    With ``parent_id``, only that job's children: read through ``jobs_parent_idx`` (migration
-    0019, decision 0045) and sorted for the page, or through the org's index above filtered on
-    ``parent_id`` when they are among its newest jobs, the planner choosing (a parent's
-    children are at most the ten thousand its attempts may hold, times its rounds of waiting).
-    """
-    conditions: list[ColumnElement[bool]] = [] if org_id is None else [jobs.c.org_id == org_id]
-    if statuses is not None:
-        conditions.append(jobs.c.status.in_(list(statuses)))
-    if type_name is not None:
-        conditions.append(jobs.c.type == type_name)
-    if parent_id is not None:
-        conditions.append(jobs.c.parent_id == parent_id)
-    if before is not None:
-        conditions.append(tuple_(jobs.c.created_at, jobs.c.id) < tuple_(*before))
-    columns: list[ColumnElement[Any]] = [jobs.c[name] for name in COLUMNS]
-    if field_bytes is not None:
-        sizes = (
-            select(*(func.octet_length(cast(jobs.c[n], Text)).label(n) for n in LISTED_SIZES))
-            .correlate(jobs)
-            .lateral("sizes")
-        )
-        cap = literal(field_bytes)
-        columns = [
-            case((sizes.c[name] > cap, null()), else_=jobs.c[name]).label(name)
-            if name in LISTED_SIZES
-            else jobs.c[name]
-            for name in COLUMNS
-        ] + [case((sizes.c[n] > cap, sizes.c[n]), else_=null()) for n in LISTED_SIZES]
-        return (
-            select(*columns)
-            .select_from(jobs.join(sizes, true()))
-            .where(*conditions)
-            .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
-            .limit(limit)
-        )
-    return (
-        select(*columns)
-        .where(*conditions)
-        .order_by(jobs.c.created_at.desc(), jobs.c.id.desc())
-        .limit(limit)
-    )

@@ -1,7 +1,9 @@
 """The PostgreSQL job store: :class:`jobs_core.ports.JobStore` over SQLAlchemy Core + psycopg 3.
 
 Each method is one statement of :mod:`jobs_postgres.sql` (claim, finish, insert and their bulk
-forms included), on an autocommit connection: one round trip (:mod:`jobs_postgres.connections`).
+forms included), on an autocommit connection: one round trip (:mod:`jobs_postgres.connections`);
+the reads of a job and of a page of jobs are :class:`jobs_postgres.reads.JobReads`' (the CLI
+runs them without the store, decision 0049).
 The admin actions (cancel, retry, delete) lock the row, apply the pure transition of
 :mod:`jobs_core.domain` and write it back, in one transaction (:mod:`jobs_postgres.rows`). The
 worker registry is :mod:`jobs_postgres.worker_registry`. :meth:`PostgresJobStore.bound_to` gives
@@ -24,7 +26,7 @@ from jobs_core.clock import ascending_uuid7s
 from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
 from jobs_core.errors import DedupConflict
 from jobs_core.flow import ClaimLimits, FairTurn
-from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, JobFilter, WaitingFacts
+from jobs_core.ports import AHEAD_CAP, ClaimNext, Completed, WaitingFacts
 from jobs_core.workers import live_after
 from sqlalchemy import Connection, exc
 
@@ -32,17 +34,15 @@ from jobs_postgres import bulk, claims, flow, sql
 from jobs_postgres.children import array_insert, children_of, has_children, is_child
 from jobs_postgres.connections import Execute, Send
 from jobs_postgres.errors import unique_violation
-from jobs_postgres.listing_rows import ListingRows
+from jobs_postgres.job_rows import STATUS_OF, job_from_row
 from jobs_postgres.operator_rows import OperatorRows
 from jobs_postgres.overview_rows import OverviewRows
 from jobs_postgres.pauses import TypePauseRows
+from jobs_postgres.reads import JobReads
 from jobs_postgres.recovery import RecoveryRows
 from jobs_postgres.rows import (
-    STATUS_OF,
     document_json,
     has_sweep_patches,
-    job_from_row,
-    listed_row,
     locked_job,
     patches_json,
     save_job,
@@ -64,7 +64,7 @@ class PostgresJobStore(
     TypePauseRows,
     OverviewRows,
     WaitRows,
-    ListingRows,
+    JobReads,
 ):
     """A :class:`~jobs_core.ports.JobStore` on the ``jobs`` table.
 
@@ -367,35 +367,7 @@ class PostgresJobStore(
             results[row[0]] = job_from_row(row[1:])
         return results
 
-    # -- org-scoped reads and actions ---------------------------------------------------------
-    def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
-        """The org's job, or None."""
-        rows = self._read(sql.GET, {"org_id": org_id, "id": job_id})
-        return job_from_row(rows[0]) if rows else None
-
-    def list_jobs(self, org_id: str, query: JobFilter) -> list[Job]:
-        """The org's jobs matching ``query``, newest first."""
-        return self._listing(org_id, query)
-
-    def _listing(self, org_id: str | None, query: JobFilter) -> list[Job]:
-        """The jobs of the org (of every org for None) matching ``query``, newest first, in one
-        statement; values over ``query.field_bytes`` left out by the query (``listed_row``)."""
-        if query.limit <= 0:
-            return []
-        statuses = None if query.statuses is None else sorted(s.value for s in query.statuses)
-        cap = query.field_bytes
-        statement = sql.list_jobs(
-            org_id,
-            statuses,
-            query.type,
-            query.before,
-            query.limit,
-            field_bytes=cap,
-            parent_id=query.parent_id,
-        )
-        as_job = job_from_row if cap is None else listed_row
-        return self._retried(lambda conn, _: [as_job(row) for row in conn.execute(statement)])
-
+    # -- org-scoped reads (a job, a page of jobs: jobs_postgres.reads.JobReads) and actions --
     def stats(self, org_id: str) -> dict[Status, int]:
         """Job count per status for the org (every status present, zero included)."""
         counts = dict.fromkeys(Status, 0)
@@ -452,8 +424,3 @@ class PostgresJobStore(
             domain.check_deletable(job)
             conn.execute(sql.DELETE, {"org_id": org_id, "id": job_id})
             return True
-
-    # -- operator reads across orgs (the rest: jobs_postgres.operator_rows) ------------------
-    def list_all_orgs(self, query: JobFilter) -> list[Job]:
-        """The jobs of every org matching ``query``, newest first, in one statement."""
-        return self._listing(None, query)

@@ -1,6 +1,7 @@
 """Jobs that wait for others on PostgreSQL (:class:`jobs_core.ports.Waits`, decision 0041): the
 tables ``job_waits`` and ``job_wait_ends`` (``jobs_postgres.wait_tables``), the inserts of a
-dependent job and of a batch, the release pass and the waiter's read.
+dependent job and of a batch, and the release pass (the waiter's read, what it awaits:
+``jobs_postgres.reads.JobReads.awaited``).
 
 The rules are the core's (:mod:`jobs_core.waits`): each write here reads what the rule needs
 under row locks, asks the core, and writes its answer. Locks are taken in id order (the
@@ -19,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 from jobs_core import codec, domain, parents, uuid7, waits
 from jobs_core.domain import Job, NewJob, Patch, Status
 from jobs_core.ports import Completed
-from jobs_core.waits import Awaited, DependencyInvalid, Ended, Release, WaitRule
+from jobs_core.waits import DependencyInvalid, Ended, Release, WaitRule
 from sqlalchemy import Connection, text
 
 from jobs_postgres import bulk, sql
 from jobs_postgres.connections import StoreConnections
-from jobs_postgres.rows import job_from_row, save_job
+from jobs_postgres.job_rows import columns, job_from_row
+from jobs_postgres.rows import save_job
 
 # The jobs an insert waits for, locked (the finish of a running one waits, or is waited for, so
 # its end is either seen here or recorded by the trigger), in id order. Index: the primary key.
@@ -88,7 +90,7 @@ _END_EDGES = text(
 
 # The waiters, locked in id order; their rule. Index: the primary key.
 _LOCK_WAITERS = text(
-    f"""SELECT {sql.columns("j")}, j.wait_rule FROM jobs AS j
+    f"""SELECT {columns("j")}, j.wait_rule FROM jobs AS j
     WHERE j.id = ANY(CAST(:ids AS uuid[]))
     ORDER BY j.id FOR UPDATE"""
 )
@@ -100,19 +102,6 @@ _LEFT = text(
     FROM job_waits AS w WHERE w.waiter = ANY(CAST(:ids AS uuid[]))
     GROUP BY w.waiter"""
 )
-
-# What the org's job awaits, in the order given, in one read: no row when the job is not the
-# org's, one row of NULLs when it awaits none (or what it awaited was purged since). Index: the
-# primary key, job_waits_waiter_idx, then the awaited jobs' primary key.
-_AWAITED = text(
-    """SELECT a.id, a.type, a.status
-    FROM jobs AS o
-    LEFT JOIN job_waits AS w ON w.waiter = o.id
-    LEFT JOIN jobs AS a ON a.id = w.awaited
-    WHERE o.id = :id AND o.org_id = :org_id
-    ORDER BY w.ord"""
-)
-
 
 # The children a parent's attempt enqueued at once, locked as an insert locks what it awaits
 # (their end is either seen here or recorded after this commits), in id order. Index: the
@@ -259,13 +248,6 @@ class WaitRows(StoreConnections):
                 if after != job:
                     finished[i] = save_job(conn, job, after, change.ended_at)
         return Completed(finished, done.claimed)
-
-    def awaited(self, org_id: str, job_id: uuid.UUID) -> list[Awaited] | None:
-        """The jobs the org's job awaits, in the order given."""
-        rows = self._read(_AWAITED, {"id": job_id, "org_id": org_id})
-        if not rows:
-            return None
-        return [Awaited(row[0], row[1], Status(row[2])) for row in rows if row[0] is not None]
 
 
 def _add_edges(conn: Connection, waiter: uuid.UUID, awaited: Sequence[Ended]) -> None:

@@ -1,5 +1,7 @@
 """The worker registry on PostgreSQL (the ``WorkerRegistry`` role of the job store): live
-worker processes, their types and slots, forgotten once silent (``job_workers``)."""
+worker processes, their types and slots, forgotten once silent (``job_workers``). The list of
+the live ones is read by ``jobs_postgres.reads.JobReads.live_workers`` (``jobs workers`` reads
+it without the store)."""
 
 from __future__ import annotations
 
@@ -47,16 +49,3 @@ class WorkerRegistryRows(StoreConnections):
         self._on_driver(
             lambda execute, _: execute(flow.UNREGISTER + " RETURNING id", {"id": worker_id})
         )
-
-    def live_workers(self, now: datetime) -> list[WorkerInfo]:
-        """The live workers, oldest first (the silent ones are forgotten)."""
-        params = {"live_after": live_after(now)}
-
-        def run(execute: Callable[[str, Mapping[str, Any]], list[Any]]) -> list[Any]:
-            execute(flow.FORGET_SILENT + " RETURNING id", params)
-            return execute(flow.LIVE, params)
-
-        return [
-            WorkerInfo(row[0], row[1], row[2], tuple(row[3]), row[4], row[5], row[6])
-            for row in self._in_transaction(run)
-        ]

@@ -6,25 +6,20 @@ import argparse
 import json
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jobs_core import (
-    ACTIVE,
-    FINISHED,
-    DependencyInvalid,
-    Enqueued,
-    Job,
-    JobFilter,
-    JobNotFound,
-    JobService,
-    Status,
-    SystemClock,
-    UnknownJobType,
-)
+from jobs_core.clock import SystemClock
+from jobs_core.domain import ACTIVE, FINISHED, Job, Status
+from jobs_core.errors import JobNotFound, UnknownJobType
+from jobs_core.ports import JobFilter
+from jobs_core.waits import DependencyInvalid
 
 from jobs_cli import db, render
 from jobs_cli.errors import CliError, UsageError
 from jobs_cli.settings import CliSettings
+
+if TYPE_CHECKING:
+    from jobs_core.service import JobService
 
 STATUS_CHOICES = [s.value for s in Status] + ["active", "finished"]
 
@@ -99,6 +94,8 @@ def enqueue(args: argparse.Namespace, settings: CliSettings) -> int:
     if args.dedup_key is not None and not args.dedup_key:
         raise UsageError("--dedup-key must not be empty (leave it out for no key)")
 
+    from jobs_core.service import Enqueued
+
     with db.service(settings) as svc:
         if not args.new_org and not _org_is_known(svc, org):
             raise CliError(
@@ -165,9 +162,11 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
         parent_id=None if args.parent is None else parse_job_id(args.parent),
         limit=args.limit,
     )
-    with db.store(settings) as store:
-        svc = db.reader(store)
-        jobs = svc.list_jobs(args.org, query) if args.org is not None else svc.list_all_orgs(query)
+    with db.reads(settings) as reads:
+        if args.org is not None:
+            jobs = reads.list_jobs(args.org, query)
+        else:
+            jobs = reads.list_all_orgs(query)
     if args.json:
         print(json.dumps([render.job_json(j) for j in jobs], indent=2, ensure_ascii=False))
         return 0
@@ -180,23 +179,31 @@ def ls(args: argparse.Namespace, settings: CliSettings) -> int:
 
 
 def show(args: argparse.Namespace, settings: CliSettings) -> int:
-    """Show one job."""
+    """Show one job: its attempts, what it awaits, its children counted, why it waits."""
+    from jobs_core.wait_service import AwaitedSummary
+    from jobs_core.waiting import why_waiting
+
     job_id = parse_job_id(args.job_id)
-    with db.store(settings) as store:
-        svc = db.reader(store)
-        if args.org is not None:
-            job = svc.get(args.org, job_id)
-        else:
-            try:
-                job = svc.get_any_org(job_id)
-            except JobNotFound:
-                raise CliError(f"no job with id {job_id}") from None
-        history = svc.attempts(job.org_id, job.id)
-        awaited = svc.awaited(job.org_id, job.id)  # its dependencies, a callback's batch
-        children = svc.children_counts(job.org_id, [job.id]).get(job.id)
-        waiting = svc.why_waiting(job) if job.status is Status.WAITING else []
-        if job.status is Status.QUEUED:  # why it waits depends on its type's declarations
-            waiting = JobService(store, db.typed_registry(settings, store)).why_waiting(job)
+    with db.reads(settings) as reads:
+        found = reads.get(args.org, job_id) if args.org is not None else reads.get_any_org(job_id)
+        if found is None:
+            if args.org is not None:
+                raise JobNotFound()
+            raise CliError(f"no job with id {job_id}")
+        job = found
+        history = reads.attempts(job.org_id, job.id)
+        dependencies = reads.awaited(job.org_id, job.id)  # its dependencies, a callback's batch
+        if dependencies is None:  # deleted since
+            raise JobNotFound()
+        awaited = AwaitedSummary(dependencies)
+        children = reads.children_counts(job.org_id, [job.id]).get(job.id)
+    # Why a queued job waits depends on its type's declarations: only then are the modules
+    # loaded and the registry built, over the store (why_waiting needs no type for another job).
+    if job.status is Status.QUEUED:
+        with db.service(settings) as svc:
+            waiting = svc.why_waiting(job)
+    else:
+        waiting = why_waiting(job, None, None, SystemClock().now())
     if args.json:
         document = render.job_json(job)
         if job.status in (Status.QUEUED, Status.WAITING):

@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobs_core.quota_service import OrgQuotas, QuotaService
 from jobs_core.quotas import DEFAULT_QUOTAS, LIMITS, Quotas, quotas_from_environ
 
 from jobs_cli import db, render
@@ -21,6 +20,7 @@ from jobs_cli.errors import CliError, UsageError
 from jobs_cli.settings import CliSettings
 
 if TYPE_CHECKING:
+    from jobs_core.quota_service import OrgQuotas, QuotaService
     from sqlalchemy import Engine
 
 
@@ -34,6 +34,7 @@ def quota_defaults(environ: Mapping[str, str] | None = None) -> Quotas:
 
 def quota_service(engine: Engine) -> QuotaService:
     """The quota use cases over the database, with the environment's defaults."""
+    from jobs_core.quota_service import QuotaService
     from jobs_postgres.quotas import PostgresQuotaStore
 
     return QuotaService(PostgresQuotaStore(engine), quota_defaults())

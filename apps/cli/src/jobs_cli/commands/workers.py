@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from jobs_core import SystemClock
+from jobs_core.clock import SystemClock
 
 from jobs_cli import db, render
 from jobs_cli.settings import CliSettings
@@ -14,8 +14,8 @@ from jobs_cli.settings import CliSettings
 def workers(args: argparse.Namespace, settings: CliSettings) -> int:
     """List the live workers, oldest first."""
     now = SystemClock().now()
-    with db.store(settings) as store:
-        live = store.live_workers(now)
+    with db.reads(settings) as reads:
+        live = reads.live_workers(now)
     if args.json:
         print(
             json.dumps(
