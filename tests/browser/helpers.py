@@ -30,6 +30,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+TIMEOUT_MS = 30_000
+"""How long a step of a page (an action, a wait, an ``expect``) may take by default."""
+
 WORKER_CONCURRENCY = 2
 """Slots of the test worker: two long sleeps fill it, so a third job stays queued."""
 
@@ -200,7 +203,7 @@ def new_context(browser: Browser, scheme: str = "light") -> BrowserContext:
         color_scheme=scheme,  # type: ignore[arg-type]
         reduced_motion="reduce",
     )
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(TIMEOUT_MS)
     return context
 
 

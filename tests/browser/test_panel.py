@@ -18,7 +18,11 @@ from playwright.sync_api import BrowserContext, Page, Request, expect
 from tests.browser.helpers import System, sign_in
 from tests.cli.helpers import ok, run_jobs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-a"),  # one system for the group (conftest)
+]
 
 
 def row(page: Page, job_id: str) -> Any:

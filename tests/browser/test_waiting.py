@@ -14,7 +14,11 @@ from playwright.sync_api import BrowserContext, expect
 from tests.browser.helpers import System, screenshot_dir, sign_in
 from tests.cli.helpers import last_line, ok, run_jobs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-b"),  # one system for the group (conftest)
+]
 
 
 def test_a_scheduled_job_says_when_it_runs_and_why_it_waits(
