@@ -18,6 +18,7 @@ from tests.cli.helpers import JOBS, Output, start
 from tests.cli.helpers import wait_until as wait_for
 
 if TYPE_CHECKING:
+    from jobs_core import Job, NewJob
     from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 CHROMIUM_ARGS = [
@@ -120,6 +121,21 @@ class System:
             finally:
                 engine.dispose()
         return self.tokens[org]
+
+    def insert(self, jobs: list[NewJob]) -> list[Job]:
+        """Insert ``jobs`` in one transaction by the store, in this process, as another writer
+        would (the panel learns of them by their events): no ``jobs enqueue`` process to start,
+        and no API needed (one test inserts while it is down)."""
+        from datetime import UTC, datetime
+
+        from jobs_postgres.database import create_engine
+        from jobs_postgres.store import PostgresJobStore
+
+        engine = create_engine(self.url)
+        try:
+            return PostgresJobStore(engine).insert_many(jobs, datetime.now(UTC))
+        finally:
+            engine.dispose()
 
     def call(self, method: str, path: str, org: str, body: dict[str, Any] | None = None) -> Any:
         """The API over HTTP with ``org``'s bearer token; the decoded body (None for 204)."""
