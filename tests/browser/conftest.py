@@ -5,9 +5,16 @@ for Python over its own protocol; Playwright's downloaded browsers are never use
 Chromium (or without Playwright) every test here is skipped and the reason printed; ``.ci/run``
 installs Chromium so that CI always runs them.
 
-One system per module: a fresh database migrated by ``jobs migrate``, ``jobs api`` and
-``jobs worker`` as child processes with the demo types. Each test works in an org of its own
-(its own token), so the tests never see each other's jobs.
+A system is a fresh database migrated by ``jobs migrate``, with ``jobs api`` and ``jobs worker``
+as child processes with the demo types; each test works in an org of its own (its own token), so
+the tests never see each other's jobs. The modules of one ``xdist_group`` share one system (they
+run on one xdist worker, one after the other): it is built for the first test of the group and
+stopped after its last (``pytest_runtest_teardown`` below), a few seconds of process starts, a
+migration and a shutdown per module saved. A module without a group, or with a ``system`` of its
+own (another setting), has its own. Two modules that name the same org (``acme``, for the
+pictures) are in different groups. Chromium and Playwright's driver are started for the first
+browser test of a stretch of them and stopped after its last (each test gets a fresh browser
+context: no cookie, no storage).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ import pytest
 
 from tests.browser.helpers import (
     CHROMIUM_ARGS,
+    TIMEOUT_MS,
     System,
     chromium_path,
     new_context,
@@ -29,9 +37,10 @@ from tests.browser.helpers import (
     stop,
 )
 from tests.cli.helpers import clean_env, free_port, ok, run_jobs
+from tests.dropping import drop_later
 
 if TYPE_CHECKING:
-    from playwright.sync_api import Browser, BrowserContext, Page, Playwright
+    from playwright.sync_api import Browser, BrowserContext, Page
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,7 +66,7 @@ def running_system(
 ) -> Iterator[System]:
     """A migrated database of its own, with the API and a worker running on it (``extra_env``
     tunes them: a test module that needs another setting builds its own system)."""
-    from jobs_postgres.database import drop_database, ensure_database, with_database
+    from jobs_postgres.database import ensure_database, with_database
 
     admin = with_database(pg_url, "postgres")
     name = f"jobs_browser_{secrets.token_hex(4)}"
@@ -85,33 +94,141 @@ def running_system(
     finally:
         stop(built.worker)
         stop(built.api)
-        drop_database(admin, name)
+        drop_later(admin, name)  # off the test's clock (tests/dropping.py)
+
+
+class SharedSystems:
+    """The systems of this test session, one per sharing key (:func:`sharing_key`), each kept
+    until a test of another key runs."""
+
+    def __init__(self, pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._pg_url = pg_url
+        self._tmp_path_factory = tmp_path_factory
+        self._built: dict[str, tuple[System, contextlib.ExitStack]] = {}
+
+    def get(self, key: str) -> System:
+        """The system of ``key``, built on first use."""
+        if key not in self._built:
+            stack = contextlib.ExitStack()
+            built = stack.enter_context(running_system(self._pg_url, self._tmp_path_factory))
+            self._built[key] = (built, stack)
+        return self._built[key][0]
+
+    def keep_only(self, key: str | None) -> None:
+        """Stop every system but that of ``key``."""
+        for other in [k for k in self._built if k != key]:
+            _, stack = self._built.pop(other)
+            stack.close()
+
+
+_SHARED = pytest.StashKey[SharedSystems]()
+
+
+def sharing_key(node: pytest.Item | pytest.Module) -> str:
+    """The name of the node's ``xdist_group`` (its module's), else its module's node id."""
+    group = node.get_closest_marker("xdist_group")
+    if group is not None:
+        return str(group.args[0] if group.args else group.kwargs["name"])
+    module = node if isinstance(node, pytest.Module) else node.getparent(pytest.Module)
+    assert module is not None
+    return module.nodeid
+
+
+@pytest.fixture(scope="session")
+def _systems(
+    request: pytest.FixtureRequest, pg_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedSystems]:
+    shared = SharedSystems(pg_url, tmp_path_factory)
+    request.config.stash[_SHARED] = shared
+    try:
+        yield shared
+    finally:
+        shared.keep_only(None)
+        del request.config.stash[_SHARED]
+
+
+class Chromium:
+    """Playwright's driver and Debian's headless Chromium, started for a browser test and kept
+    while the next test is one too.
+
+    Not for the whole session: the sync API keeps an asyncio loop running in the thread
+    between its calls, and the next asyncio test of the process then fails ("Cannot run the
+    event loop while another loop is running").
+
+    An ``expect`` waits as long as any other step of a page (the contexts' default timeout), not
+    Playwright's 5 s: on the shared 2-core machine a request the page makes before it shows
+    what a test waits for (the bulk confirmation's dry run) once took longer, and the test
+    failed with the right text on its way."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self._browser: Browser | None = None
+
+    def get(self) -> Browser:
+        if self._browser is None:
+            from playwright.sync_api import expect, sync_playwright
+
+            expect.set_options(timeout=TIMEOUT_MS)
+            executable = chromium_path()
+            assert executable is not None
+            with contextlib.ExitStack() as stack:
+                driver = stack.enter_context(sync_playwright())
+                launched = driver.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+                stack.callback(launched.close)
+                self._stack, self._browser = stack.pop_all(), launched
+        return self._browser
+
+    def close(self) -> None:
+        stack, self._stack, self._browser = self._stack, None, None
+        if stack is not None:
+            stack.close()
+
+
+_CHROMIUM = pytest.StashKey[Chromium]()
+
+
+@pytest.fixture(scope="session")
+def _chromium(request: pytest.FixtureRequest) -> Iterator[Chromium]:
+    chromium = Chromium()
+    request.config.stash[_CHROMIUM] = chromium
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        del request.config.stash[_CHROMIUM]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a browser test (and its fixtures' teardown), stop what the next test does not use:
+    a group's system lives from its first test to its last, not to the end of the session (the
+    ``alone`` tests need the server's connections), and Chromium from the first browser test
+    of a stretch to its last."""
+    try:
+        yield
+    finally:
+        uses = set(getattr(nextitem, "fixturenames", ())) if nextitem is not None else set()
+        shared = item.config.stash.get(_SHARED, None)
+        if shared is not None:
+            keep = "system" in uses and nextitem is not None
+            shared.keep_only(sharing_key(nextitem) if keep and nextitem is not None else None)
+        chromium = item.config.stash.get(_CHROMIUM, None)
+        if chromium is not None and "browser" not in uses:
+            chromium.close()
 
 
 @pytest.fixture(scope="module")
-def system(pg_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
-    """A migrated database of its own, with the API and a worker running on it."""
-    with running_system(pg_url, tmp_path_factory) as built:
-        yield built
+def system(request: pytest.FixtureRequest, _systems: SharedSystems) -> System:
+    """A migrated database with the API and a worker running on it: the module's group's (see
+    the module's docstring), else the module's own."""
+    assert isinstance(request.node, pytest.Module)
+    return _systems.get(sharing_key(request.node))
 
 
-@pytest.fixture(scope="module")
-def playwright() -> Iterator[Playwright]:
-    """Playwright's driver (it talks to the browser; it downloads nothing here)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as driver:
-        yield driver
-
-
-@pytest.fixture(scope="module")
-def browser(playwright: Playwright) -> Iterator[Browser]:
-    """Debian's headless Chromium."""
-    executable = chromium_path()
-    assert executable is not None
-    launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-    yield launched
-    launched.close()
+@pytest.fixture
+def browser(_chromium: Chromium) -> Browser:
+    """Debian's headless Chromium (see :class:`Chromium`)."""
+    return _chromium.get()
 
 
 @pytest.fixture

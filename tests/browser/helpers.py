@@ -18,6 +18,7 @@ from tests.cli.helpers import JOBS, Output, start
 from tests.cli.helpers import wait_until as wait_for
 
 if TYPE_CHECKING:
+    from jobs_core import Job, NewJob
     from playwright.sync_api import Browser, BrowserContext, Locator, Page
 
 CHROMIUM_ARGS = [
@@ -29,6 +30,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+TIMEOUT_MS = 30_000
+"""How long a step of a page (an action, a wait, an ``expect``) may take by default."""
 
 WORKER_CONCURRENCY = 2
 """Slots of the test worker: two long sleeps fill it, so a third job stays queued."""
@@ -118,6 +122,21 @@ class System:
                 engine.dispose()
         return self.tokens[org]
 
+    def insert(self, jobs: list[NewJob]) -> list[Job]:
+        """Insert ``jobs`` in one transaction by the store, in this process, as another writer
+        would (the panel learns of them by their events): no ``jobs enqueue`` process to start,
+        and no API needed (one test inserts while it is down)."""
+        from datetime import UTC, datetime
+
+        from jobs_postgres.database import create_engine
+        from jobs_postgres.store import PostgresJobStore
+
+        engine = create_engine(self.url)
+        try:
+            return PostgresJobStore(engine).insert_many(jobs, datetime.now(UTC))
+        finally:
+            engine.dispose()
+
     def call(self, method: str, path: str, org: str, body: dict[str, Any] | None = None) -> Any:
         """The API over HTTP with ``org``'s bearer token; the decoded body (None for 204)."""
         request = urllib.request.Request(
@@ -200,7 +219,7 @@ def new_context(browser: Browser, scheme: str = "light") -> BrowserContext:
         color_scheme=scheme,  # type: ignore[arg-type]
         reduced_motion="reduce",
     )
-    context.set_default_timeout(30_000)
+    context.set_default_timeout(TIMEOUT_MS)
     return context
 
 

@@ -13,7 +13,11 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.helpers import System, new_context, sign_in
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-c"),  # one system for the group (conftest)
+]
 
 
 def violations(page: Page) -> list[str]:

@@ -14,7 +14,11 @@ from playwright.sync_api import BrowserContext, expect
 from tests.browser.helpers import System, sign_in
 from tests.cli.helpers import last_line, ok, run_jobs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-a"),  # one system for the group (conftest)
+]
 
 
 def test_a_failed_job_lists_its_attempt_with_the_error_and_its_traceback(

@@ -12,7 +12,11 @@ from playwright.sync_api import BrowserContext, Route, expect
 
 from tests.browser.helpers import System
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-a"),  # one system for the group (conftest)
+]
 
 EXTERNAL_URL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", re.IGNORECASE)
 

@@ -13,7 +13,11 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.helpers import System, inside, no_horizontal_overflow, screenshot_dir, sign_in
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-c"),  # one system for the group (conftest)
+]
 
 SIZES = ["390x844", "1280x800", "1920x1080"]
 FINISHED_NOOPS = 22

@@ -16,7 +16,11 @@ from playwright.sync_api import BrowserContext, Page, Request, expect
 
 from tests.browser.helpers import System, sign_in
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-b"),  # one system for the group (conftest)
+]
 
 # Records what the page asks of the browser's Notification API, and lets a test say the page is
 # hidden (headless Chromium always reports a visible page, even behind another tab). The page's

@@ -12,7 +12,11 @@ from tests.api.server import ApiProcess
 from tests.browser.helpers import System
 from tests.postgres.proxy import LinkProxy
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-c"),  # one system for the group (conftest)
+]
 
 
 @pytest.fixture

@@ -26,7 +26,11 @@ from tests.browser.helpers import (
 )
 from tests.cli.helpers import wait_until as wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-b"),  # one system for the group (conftest)
+]
 
 
 def finished(system: System, org: str, count: int, type_: str = "noop") -> list[str]:

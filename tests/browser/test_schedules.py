@@ -22,7 +22,11 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.helpers import System, new_context, screenshot_dir, sign_in
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-c"),  # one system for the group (conftest)
+]
 
 
 def create(system: System, org: str, **fields: Any) -> dict[str, Any]:

@@ -15,12 +15,16 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.helpers import System, new_context, screenshot_dir, sign_in
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-a"),  # one system for the group (conftest)
+]
 
 
 @pytest.fixture
 def org(system: System) -> Iterator[str]:
-    """A readable org name for the picture (this module's database is its own)."""
+    """A readable org name for the picture (no other module of its group names it)."""
     yield "acme"
     system.cancel_active("acme")
 

@@ -9,21 +9,25 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from jobs_core import NewJob
 from playwright.sync_api import BrowserContext, expect
 
 from tests.browser.helpers import System, screenshot_dir, sign_in
-from tests.cli.helpers import last_line, ok, run_jobs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+    pytest.mark.xdist_group("browser-b"),  # one system for the group (conftest)
+]
 
 
 def test_a_scheduled_job_says_when_it_runs_and_why_it_waits(
     context: BrowserContext, system: System, org: str
 ) -> None:
-    later = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
-    enqueue = ["enqueue", "noop", "--org", org, "--new-org"]
-    scheduled = last_line(ok(run_jobs(system.env, *enqueue, "--run-at", later, "--priority", "5")))
-    plain = last_line(ok(run_jobs(system.env, *enqueue)))
+    later = datetime.now(UTC) + timedelta(hours=2)
+    # inserted by the store in this process (two `jobs enqueue` processes cost seconds of start-up)
+    jobs = system.insert([NewJob(org, "noop", run_at=later, priority=5), NewJob(org, "noop")])
+    scheduled, plain = (str(job.id) for job in jobs)
     # Read by the list (GET /jobs): the event log keeps no priority, the list does.
     panel = context.new_page()
     sign_in(panel, system, org)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import InProcess, clean_env
+from tests.dropping import drop_later
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def cli_env(pg_url: str, tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def fresh_db_url(pg_url: str) -> Iterator[str]:
     """An empty, unmigrated database on the test server, dropped afterwards."""
-    from jobs_postgres.database import drop_database, ensure_database, with_database
+    from jobs_postgres.database import ensure_database, with_database
 
     admin = with_database(pg_url, "postgres")
     name = f"jobs_cli_{secrets.token_hex(4)}"
@@ -34,7 +35,7 @@ def fresh_db_url(pg_url: str) -> Iterator[str]:
     try:
         yield with_database(pg_url, name)
     finally:
-        drop_database(admin, name)
+        drop_later(admin, name)  # off the test's clock (tests/dropping.py)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.cli.helpers import clean_env, free_port, last_line, start, wait_until
+from tests.dropping import drop_later
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(600)]
 
@@ -243,7 +244,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def database(pg_url: str) -> Iterator[str]:
     """An empty database of its own, dropped afterwards."""
-    from jobs_postgres.database import drop_database, ensure_database, with_database
+    from jobs_postgres.database import ensure_database, with_database
 
     admin = with_database(pg_url, "postgres")
     name = f"jobs_modules_{secrets.token_hex(4)}"
@@ -251,7 +252,7 @@ def database(pg_url: str) -> Iterator[str]:
     try:
         yield with_database(pg_url, name)
     finally:
-        drop_database(admin, name)
+        drop_later(admin, name)  # off the test's clock (tests/dropping.py)
 
 
 def _repository_state() -> str:

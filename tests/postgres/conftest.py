@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from jobs_core import DedupScope, FakeClock, JobContext, JobType, Registry
 
+from tests.dropping import drop_later
 from tests.postgres.plans import HISTORY
 
 if TYPE_CHECKING:
@@ -85,15 +86,16 @@ def registry() -> Registry:
 
 @pytest.fixture
 def scratch_url(pg_server: str) -> Iterator[str]:
-    """A new, empty (unmigrated) database on the session's server, dropped after the test."""
-    from jobs_postgres.database import drop_database, ensure_database, with_database
+    """A new, empty (unmigrated) database on the session's server, dropped after the test (off
+    its clock: :mod:`tests.dropping`)."""
+    from jobs_postgres.database import ensure_database, with_database
 
     name = f"jobs_pg_scratch_{os.getpid()}_{secrets.token_hex(4)}"
     ensure_database(pg_server, name)
     try:
         yield with_database(pg_server, name)
     finally:
-        drop_database(pg_server, name)
+        drop_later(pg_server, name)
 
 
 @pytest.fixture(scope="session")
@@ -125,9 +127,10 @@ def history_template(pg_server: str) -> Iterator[str]:
 @pytest.fixture
 def history_url(pg_server: str, history_template: str) -> Iterator[str]:
     """A database of its own for the test, copied from :func:`history_template` (a file copy
-    of the million rows instead of inserting them again), dropped after the test."""
+    of the million rows instead of inserting them again), dropped after the test (off its
+    clock)."""
     import psycopg
-    from jobs_postgres.database import drop_database, libpq_url, with_database
+    from jobs_postgres.database import libpq_url, with_database
     from psycopg import sql
 
     name = f"jobs_pg_history_copy_{os.getpid()}_{secrets.token_hex(4)}"
@@ -140,4 +143,4 @@ def history_url(pg_server: str, history_template: str) -> Iterator[str]:
     try:
         yield with_database(pg_server, name)
     finally:
-        drop_database(pg_server, name)
+        drop_later(pg_server, name)

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from tests.pooling import TABLES, _emptying, empty_tables
+from tests.pooling import DELETE_AT_MOST, TABLES, _emptying, empty_tables
 from tests.postgres.store_kit import enqueue_n
 
 if TYPE_CHECKING:
@@ -78,3 +78,51 @@ def test_emptying_truncates_the_tables_with_rows_and_waits_for_a_writer(
             with pytest.raises(OperationalError, match="lock timeout"):
                 conn.execute(text(_emptying(TABLES)))
         writer.rollback()
+
+
+def _rows(engine: Engine, table: str) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+
+def _file(engine: Engine, table: str) -> int:
+    """The table's file number: a ``TRUNCATE`` gives it a new one, a ``DELETE`` does not."""
+    with engine.connect() as conn:
+        return int(conn.execute(text(f"SELECT pg_relation_filenode('{table}')")).scalar_one())
+
+
+def test_a_few_rows_are_deleted_unlogged_and_many_truncated(
+    pg_store: PostgresJobStore, pg_engine: Engine
+) -> None:
+    enqueue_n(pg_store, 3, datetime.now(UTC))
+    events = _rows(pg_engine, "job_events")
+    assert events > 0  # the insert trigger logged the three
+    before = _file(pg_engine, "jobs")
+    with pg_engine.begin() as conn:
+        empty_tables(conn, "jobs")
+    assert _rows(pg_engine, "jobs") == 0
+    assert _file(pg_engine, "jobs") == before  # deleted, not truncated
+    assert _rows(pg_engine, "job_events") == events  # no deletion logged, as after a TRUNCATE
+
+    enqueue_n(pg_store, DELETE_AT_MOST + 1, datetime.now(UTC))
+    with pg_engine.begin() as conn:
+        empty_tables(conn, "jobs, job_events")
+    assert (_rows(pg_engine, "jobs"), _rows(pg_engine, "job_events")) == (0, 0)
+    assert _file(pg_engine, "jobs") != before  # truncated
+
+
+def test_a_row_outside_the_list_that_refers_to_an_emptied_one_is_emptied_with_it(
+    pg_store: PostgresJobStore, pg_engine: Engine
+) -> None:
+    enqueue_n(pg_store, 2, datetime.now(UTC))
+    with pg_engine.begin() as conn:  # an ended attempt of one of them (refers to jobs)
+        conn.execute(
+            text(
+                "INSERT INTO job_attempts (job_id, attempt, started_at, ended_at, outcome)"
+                " SELECT id, 1, now(), now(), 'failed' FROM jobs LIMIT 1"
+            )
+        )
+    assert _rows(pg_engine, "job_attempts") == 1
+    with pg_engine.begin() as conn:
+        empty_tables(conn, "jobs")  # job_attempts is not listed: TRUNCATE jobs CASCADE
+    assert (_rows(pg_engine, "jobs"), _rows(pg_engine, "job_attempts")) == (0, 0)
