@@ -179,9 +179,9 @@ def build_parser(
     return parser
 
 
-def core_commands() -> frozenset[str]:
-    """The CLI's own command words; any other is looked for among the modules' commands."""
-    parser = build_parser(with_worker_options=False)
+def command_words(parser: argparse.ArgumentParser) -> frozenset[str]:
+    """The command words ``parser`` knows (:func:`build_parser`'s: the CLI's own, and the
+    modules' when built with them)."""
     return frozenset(
         next(
             action.choices
@@ -451,8 +451,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from jobs_worker import startup
 
                 startup.begins()
-            modular = command is not None and command not in core_commands()
-            args = build_parser(command == "worker", modular).parse_args(args_list)
+            parser = build_parser(with_worker_options=command == "worker")
+            if command is not None and command not in command_words(parser):
+                # not one of the CLI's own words: looked for among the modules' commands
+                parser = build_parser(with_worker_options=False, with_module_commands=True)
+            args = parser.parse_args(args_list)
             settings = CliSettings.from_env()
         except SettingsError as exc:
             raise UsageError(str(exc)) from exc

@@ -4,8 +4,8 @@ It imports nothing outside the standard library: no SQL, no HTTP, no dependency 
 
 The names below are imported from their modules when first used (``from jobs_core import Job``
 imports :mod:`jobs_core.domain` and what it needs, not the in-memory store, the use cases or the
-handler's context): a process imports the parts of the core it uses, nothing more (the CLI's
-reads start in a fraction of the time, decision 0049).
+handler's context): a process imports the parts of the core it uses, nothing more (a read
+command of the CLI imports none of those three, decision 0049).
 """
 
 from __future__ import annotations

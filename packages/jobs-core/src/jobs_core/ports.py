@@ -13,16 +13,18 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
-from jobs_core.flow import ClaimLimits, FairTurn
-from jobs_core.history import AttemptRecord
-from jobs_core.listing import ChildCounts
-from jobs_core.overview import BucketFacts, Window
-from jobs_core.pauses import TypePause
-from jobs_core.waits import Awaited, Release, WaitRule
 from jobs_core.workers import WorkerRegistry
+
+if TYPE_CHECKING:  # the ports' signatures only: a reader of JobFilter imports none of these
+    from jobs_core.domain import AttemptRef, Job, NewJob, Patch, Status
+    from jobs_core.flow import ClaimLimits, FairTurn
+    from jobs_core.history import AttemptRecord
+    from jobs_core.listing import ChildCounts
+    from jobs_core.overview import BucketFacts, Window
+    from jobs_core.pauses import TypePause
+    from jobs_core.waits import Awaited, Release, WaitRule
 
 
 class Clock(Protocol):

@@ -27,7 +27,6 @@ from jobs_core.states import Status
 from jobs_core.waits import Awaited
 from jobs_core.workers import WorkerInfo, live_after
 
-from jobs_postgres import flow
 from jobs_postgres.errors import unavailable_as_store_error
 from jobs_postgres.job_rows import COLUMNS, columns, job_from_row, listed_row
 
@@ -232,6 +231,8 @@ class JobReads:
 
     def live_workers(self, now: datetime) -> list[WorkerInfo]:
         """The live workers, oldest first (the silent ones are forgotten: ``job_workers``)."""
+        from jobs_postgres import flow  # the worker registry's statements (and the claim's)
+
         params = {"live_after": live_after(now)}
 
         def run(rows: Rows) -> list[Any]:
