@@ -15,6 +15,7 @@ Every driver error is translated as on every other path (``errors.unavailable_as
 from __future__ import annotations
 
 import uuid
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -165,17 +166,17 @@ AWAITED = """SELECT a.id, a.type, a.status
 # -- the reads ---------------------------------------------------------------------------------
 
 
-class JobReads:
+class JobReads(ABC):
     """The reads, on whatever runs their statements (:meth:`_read_rows`, :meth:`_in_transaction`):
     the store's connections, or :class:`DirectReads`' one."""
 
+    @abstractmethod
     def _read_rows(self, query: str, params: Mapping[str, Any]) -> list[Any]:
         """The rows of one read-only statement (errors translated)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _in_transaction(self, run: Callable[[Rows], T]) -> T:
         """``run(rows)`` in one transaction (errors translated)."""
-        raise NotImplementedError
 
     def get(self, org_id: str, job_id: uuid.UUID) -> Job | None:
         """The org's job, or None."""
