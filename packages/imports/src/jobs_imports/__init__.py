@@ -17,7 +17,9 @@ Importing this package is cheap and connects to nothing: the names above load on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs_core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs_imports.registry import ImportsModule, build_module, build_registry
@@ -33,10 +35,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jobs_imports' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_names(__name__, _LAZY, globals())

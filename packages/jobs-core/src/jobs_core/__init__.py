@@ -10,7 +10,9 @@ command of the CLI imports none of those three, decision 0049).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs_core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs_core.clock import FakeClock, SystemClock, uuid7
@@ -182,12 +184,4 @@ _HOMES = {
 """The module each name of :data:`__all__` lives in."""
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'jobs_core' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # found once: the next use is a plain attribute
-    return value
+__getattr__ = lazy_names(__name__, _HOMES, globals())

@@ -23,7 +23,9 @@ package's ``__init__`` imports nothing heavy.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from jobs_core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from jobs_postgres.store import PostgresJobStore
@@ -41,10 +43,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is not None:
-        import importlib
-
-        return getattr(importlib.import_module(home), name)
-    raise AttributeError(f"module 'jobs_postgres' has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _HOMES, globals())
